@@ -1,0 +1,21 @@
+"""The Celery app: `celery -A agentos_project worker` runs agentos workers (threads pool, acks late, prefetch 1)."""
+
+import os
+
+from celery import Celery
+from celery.signals import worker_init
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentos_project.settings.base")
+
+app = Celery("agentos_project")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks(["queueing"])
+
+
+@worker_init.connect
+def keep_worker_connections(**_kwargs) -> None:
+    """Worker threads are long-lived, so their database connections may be too (unlike ASGI request threads)."""
+    from django.db import connections
+
+    for alias in connections:
+        connections.settings[alias]["CONN_MAX_AGE"] = 300

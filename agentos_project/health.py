@@ -1,0 +1,48 @@
+"""`GET /health`: 200 when PostgreSQL and Redis answer, 503 naming the one that does not (no auth)."""
+
+from __future__ import annotations
+
+import datetime
+import functools
+
+import redis
+from django.db import connection
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from queueing.conf import current
+
+STARTED_AT = datetime.datetime.now(datetime.UTC)
+
+
+@functools.cache
+def redis_client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+
+
+def postgres_answers() -> bool:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return True
+    except Exception:
+        return False
+
+
+def redis_answers() -> bool:
+    try:
+        return bool(redis_client(current().redis_url).ping())
+    except redis.RedisError:
+        return False
+
+
+class HealthView(APIView):
+    public = True
+
+    @extend_schema(responses={200: dict, 503: dict})
+    def get(self, request):
+        down = [name for name, ok in (("PostgreSQL", postgres_answers()), ("Redis", redis_answers())) if not ok]
+        if down:
+            return Response({"status": "unavailable", "detail": f"{' and '.join(down)} not answering"}, status=503)
+        return Response({"status": "ok", "instantiated_at": STARTED_AT.isoformat()})

@@ -1,0 +1,141 @@
+"""Settings for development and `make serve`; production.py and test.py adjust them.
+
+Every agentos knob comes from the environment through `queueing.conf.load`; a bad value stops start-up
+with one line that names the variable.
+"""
+
+import os
+import sys
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from queueing.conf import ConfigError, load
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+DEMO_AGENTS_DEFAULT = True
+
+try:
+    AGENTOS = load(os.environ, demo_agents_default=DEMO_AGENTS_DEFAULT)
+except ConfigError as error:
+    sys.stderr.write(f"agentos: configuration error: {error}\n")
+    raise SystemExit(2) from None
+
+
+def database_from_url(url: str) -> dict:
+    """Django's DATABASES entry for a postgres:// URL (host may also come from ?host=/socket/dir)."""
+    parts = urlsplit(url)
+    query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": unquote(parts.path.lstrip("/")) or "postgres",
+        "USER": unquote(parts.username or "postgres"),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": query.pop("host", parts.hostname or ""),
+        "PORT": str(parts.port or ""),
+        "OPTIONS": query,
+        # ASGI serves each request on a thread of its own: persistent connections would leak there.
+        # Celery workers raise this at start-up (agentos_project.celery), where threads are reused.
+        "CONN_MAX_AGE": 0,
+        "CONN_HEALTH_CHECKS": True,
+    }
+
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "agentos-development-key-not-for-production")
+DEBUG = os.environ.get("DJANGO_DEBUG", "false").lower() == "true"
+ALLOWED_HOSTS = ["*"]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "queueing",
+    "agents_registry",
+    "runs",
+]
+
+MIDDLEWARE = [
+    "agentos_project.middleware.BodySizeLimitMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+
+ROOT_URLCONF = "agentos_project.urls"
+ASGI_APPLICATION = "agentos_project.asgi.application"
+APPEND_SLASH = False
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+DATABASES = {"default": database_from_url(AGENTOS.database_url)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+USE_TZ = True
+TIME_ZONE = "UTC"
+STATIC_URL = "static/"
+
+MAX_BODY_BYTES = 1024 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_BODY_BYTES
+
+REST_FRAMEWORK = {
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": ["agentos_project.auth.SecurityKeyPermission"],
+    "UNAUTHENTICATED_USER": None,
+    "EXCEPTION_HANDLER": "agentos_project.exceptions.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "agentos",
+    "DESCRIPTION": "Durable background runs for AI agents, wire-compatible with AgentOS.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["agentos_project.auth.SecurityKeyPermission"],
+}
+
+# Celery: the broker carries ticket ids only; PostgreSQL holds the truth, so results are not stored.
+CELERY_BROKER_URL = AGENTOS.celery_broker_url
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_POOL = "threads"
+CELERY_WORKER_CONCURRENCY = AGENTOS.max_concurrency or 512
+CELERY_TASK_DEFAULT_QUEUE = "agentos"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5}
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": "INFO"},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,13 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularJSONAPIView
+
+from .health import HealthView
+
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("health", HealthView.as_view(), name="health"),
+    path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),
+    path("", include("runs.urls")),
+]

@@ -1,0 +1,13 @@
+from django.apps import AppConfig
+
+
+class AgentsRegistryConfig(AppConfig):
+    name = "agents_registry"
+    verbose_name = "Agents registry"
+
+    def ready(self) -> None:
+        from queueing.conf import current
+
+        from . import loading
+
+        loading.register_configured_components(current())

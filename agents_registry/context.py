@@ -1,0 +1,64 @@
+"""What the run loop receives and returns; agents_registry knows nothing of runs or tickets."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable
+
+
+class PermanentRunError(Exception):
+    """An input error (bad tool arguments, an unknown tool, validation): retrying cannot help."""
+
+
+@dataclasses.dataclass
+class RunContext:
+    """The small world a run sees: history and state in, events out, a way to notice cancellation."""
+
+    run_id: str
+    session_id: str
+    user_id: str | None
+    history: list[dict]
+    session_state: dict
+    attempt: int = 1
+    emit: Callable[[str, dict], None] = lambda name, fields: None
+    cancelled: Callable[[], bool] = lambda: False
+    clock: Callable[[], float] = time.monotonic
+
+    def wait(self, seconds: float, *, step: float = 0.05) -> bool:
+        """Sleep up to `seconds`, waking early when cancelled; True means the run was cancelled."""
+        deadline = self.clock() + seconds
+        idle = threading.Event()
+        while True:
+            if self.cancelled():
+                return True
+            left = deadline - self.clock()
+            if left <= 0:
+                return False
+            idle.wait(min(step, left))
+
+
+@dataclasses.dataclass
+class RunRequest:
+    """One execution leg: a new message, or the continuation of a paused run with the client's tool decisions."""
+
+    message: str
+    run_messages: list[dict] = dataclasses.field(default_factory=list)
+    decided_tools: list[dict] | None = None
+
+
+@dataclasses.dataclass
+class RunResult:
+    """How a leg ended. `messages` are this run's messages so far (user turn included)."""
+
+    status: str  # "completed" | "paused" | "cancelled"
+    content: str
+    messages: list[dict]
+    session_state: dict
+    tools: list[dict] | None = None
+    metrics: dict = dataclasses.field(default_factory=dict)
+
+    COMPLETED = "completed"
+    PAUSED = "paused"
+    CANCELLED = "cancelled"

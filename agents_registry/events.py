@@ -1,0 +1,53 @@
+"""Event names of CONTRACT section 10, per component kind."""
+
+from __future__ import annotations
+
+AGENT = "agent"
+TEAM = "team"
+WORKFLOW = "workflow"
+KINDS = (AGENT, TEAM, WORKFLOW)
+
+_NAMES = {
+    AGENT: {
+        "started": "RunStarted",
+        "content": "RunContent",
+        "completed": "RunCompleted",
+        "error": "RunError",
+        "cancelled": "RunCancelled",
+        "paused": "RunPaused",
+        "continued": "RunContinued",
+        "tool_started": "ToolCallStarted",
+        "tool_completed": "ToolCallCompleted",
+    },
+    TEAM: {
+        "started": "TeamRunStarted",
+        "content": "TeamRunContent",
+        "completed": "TeamRunCompleted",
+        "error": "TeamRunError",
+        "cancelled": "TeamRunCancelled",
+        "paused": "TeamRunPaused",
+        "continued": "TeamRunContinued",
+        "tool_started": "TeamToolCallStarted",
+        "tool_completed": "TeamToolCallCompleted",
+    },
+    WORKFLOW: {
+        "started": "WorkflowStarted",
+        "content": "RunContent",
+        "completed": "WorkflowCompleted",
+        "error": "WorkflowError",
+        "cancelled": "WorkflowCancelled",
+        "paused": "WorkflowPaused",
+        "continued": "WorkflowContinued",
+        "tool_started": "ToolCallStarted",
+        "tool_completed": "ToolCallCompleted",
+        "step_started": "StepStarted",
+        "step_completed": "StepCompleted",
+    },
+}
+
+TERMINAL_ROLES = ("completed", "error", "cancelled")
+
+
+def event_name(kind: str, role: str) -> str:
+    """The wire name of an event `role` ("started", "content", ...) for a component of `kind`."""
+    return _NAMES[kind][role]

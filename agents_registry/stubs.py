@@ -1,0 +1,39 @@
+"""The stub components of CONTRACT section 13, for the demo, the tests and the benchmarks."""
+
+from __future__ import annotations
+
+from .chat_models import StubModel
+from .components import Agent, Team, Workflow
+from .tools import DELETE_TEMP_FILES
+
+
+def stub_components() -> list:
+    model = StubModel()
+    stub = Agent(id="stub-agent", name="Stub Agent", description="Echoes after sleep=N seconds.", model=model)
+    other = Agent(id="other-agent", name="Other Agent", description="The same stub model.", model=model)
+    hitl = Agent(
+        id="hitl-agent",
+        name="HITL Agent",
+        description="Asks before deleting temporary files.",
+        model=model,
+        tools=(DELETE_TEMP_FILES,),
+    )
+    team = Team(
+        id="stub-team",
+        name="Stub Team",
+        description="Two stub members.",
+        members=(
+            Agent(id="stub-member-1", name="Member 1", model=model),
+            Agent(id="stub-member-2", name="Member 2", model=model),
+        ),
+    )
+    workflow = Workflow(
+        id="stub-workflow",
+        name="Stub Workflow",
+        description="Two steps, each a stub agent.",
+        steps=(
+            Agent(id="stub-step-1", name="Step 1", model=model),
+            Agent(id="stub-step-2", name="Step 2", model=model),
+        ),
+    )
+    return [stub, other, hitl, team, workflow]

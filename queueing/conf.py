@@ -1,0 +1,171 @@
+"""The typed settings of agentos, read once from the environment (CONTRACT section 2).
+
+`load(environ)` parses and validates every variable and returns one frozen `Conf`; a bad value raises
+`ConfigError` whose message is the single line start-up prints. Code reads the active settings through
+`current()`, which returns the object Django's settings hold, so tests can swap it with
+`override_settings(AGENTOS=...)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+EMBEDDED_DATABASE_URL = "postgresql://postgres@127.0.0.1:54329/agentos"
+EMBEDDED_REDIS_URL = "redis://127.0.0.1:63790/0"
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+class ConfigError(ValueError):
+    """A setting has a value agentos refuses; the message names the variable and the rule."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Conf:
+    database_url: str
+    redis_url: str
+    celery_broker_url: str
+    queue_durable: bool
+    queue_per_session: bool
+    max_concurrency: int | None
+    max_queue_depth: int
+    max_attempts: int
+    retry_delay_seconds: float
+    timeout_seconds: float | None
+    lock_grace_seconds: float
+    stop_timeout_seconds: float
+    retention_seconds: float
+    poll_interval: float
+    security_key: str | None
+    admin_token: str | None
+    demo_agents: bool
+    openai_base_url: str | None
+    openai_api_key: str | None
+    openai_model: str
+    host: str
+    port: int
+
+    @property
+    def heartbeat_interval(self) -> float:
+        """Seconds between lease refreshes: a third of the grace, at least one second."""
+        return max(1.0, self.lock_grace_seconds / 3)
+
+    @property
+    def effective_queue_per_session(self) -> bool:
+        """What the queue enforces: per-session order needs the durable queue."""
+        return self.queue_durable and self.queue_per_session
+
+
+class _Reader:
+    def __init__(self, environ: Mapping[str, str]):
+        self.environ = environ
+
+    def raw(self, name: str) -> str | None:
+        value = self.environ.get(name)
+        if value is None:
+            return None
+        value = value.strip()
+        return value or None
+
+    def text(self, name: str, default: str | None = None) -> str | None:
+        value = self.raw(name)
+        return default if value is None else value
+
+    def boolean(self, name: str, default: bool) -> bool:
+        value = self.raw(name)
+        if value is None:
+            return default
+        if value.lower() in _TRUE:
+            return True
+        if value.lower() in _FALSE:
+            return False
+        raise ConfigError(f"{name} must be true or false (got {value!r})")
+
+    def integer(self, name: str, default: int, *, minimum: int | None = None, value: str | None = None) -> int:
+        value = self.raw(name) if value is None else value
+        if value is None:
+            return default
+        try:
+            number = int(value)
+        except ValueError:
+            raise ConfigError(f"{name} must be an integer (got {value!r})") from None
+        if minimum is not None and number < minimum:
+            raise ConfigError(f"{name} must be >= {minimum} (got {value!r})")
+        return number
+
+    def number(self, name: str, default: float | None, *, minimum: float, strict: bool = False) -> float | None:
+        value = self.raw(name)
+        if value is None:
+            return default
+        try:
+            number = float(value)
+        except ValueError:
+            raise ConfigError(f"{name} must be a number of seconds (got {value!r})") from None
+        if not math.isfinite(number) or number < minimum or (strict and number == minimum):
+            rule = f"> {minimum:g}" if strict else f">= {minimum:g}"
+            raise ConfigError(f"{name} must be {rule} (got {value!r})")
+        return number
+
+    def timeout(self, name: str, default: float) -> float | None:
+        """A positive number of seconds; unset means `default`, set but empty means no limit."""
+        if name in self.environ and self.raw(name) is None:
+            return None
+        return self.number(name, default, minimum=0, strict=True)
+
+    def url(self, name: str, default: str, schemes: tuple[str, ...]) -> str:
+        value = self.text(name, default)
+        parts = urlsplit(value)
+        if parts.scheme not in schemes or not (parts.netloc or parts.path):
+            raise ConfigError(f"{name} must be a URL with scheme {' or '.join(schemes)} (got {value!r})")
+        return value
+
+
+def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Conf:
+    """Parse and validate every agentos variable of `environ`; raise `ConfigError` on the first bad one."""
+    env = _Reader(environ)
+    redis_url = env.url("REDIS_URL", EMBEDDED_REDIS_URL, ("redis", "rediss", "unix"))
+    concurrency_var = "AGENTOS_MAX_CONCURRENCY" if env.raw("AGENTOS_MAX_CONCURRENCY") else "AGNO_BACKGROUND_MAX_CONCURRENCY"
+    concurrency = env.integer(concurrency_var, 32)
+    grace = env.number("AGENTOS_LOCK_GRACE_SECONDS", 60.0, minimum=3)
+    stop_timeout = env.number("AGENTOS_STOP_TIMEOUT_SECONDS", min(30.0, grace - 1), minimum=0)
+    if stop_timeout >= grace:
+        raise ConfigError(
+            f"AGENTOS_STOP_TIMEOUT_SECONDS must be < AGENTOS_LOCK_GRACE_SECONDS ({grace:g}) (got {stop_timeout:g})"
+        )
+    return Conf(
+        database_url=env.url("DATABASE_URL", EMBEDDED_DATABASE_URL, ("postgres", "postgresql")),
+        redis_url=redis_url,
+        celery_broker_url=env.url(
+            "CELERY_BROKER_URL", redis_url, ("redis", "rediss", "unix", "amqp", "amqps", "pyamqp")
+        ),
+        queue_durable=env.boolean("AGENTOS_QUEUE_DURABLE", True),
+        queue_per_session=env.boolean("AGENTOS_QUEUE_PER_SESSION", True),
+        max_concurrency=concurrency if concurrency > 0 else None,
+        max_queue_depth=env.integer("AGENTOS_MAX_QUEUE_DEPTH", 1000, minimum=0),
+        max_attempts=env.integer("AGENTOS_MAX_ATTEMPTS", 1, minimum=1),
+        retry_delay_seconds=env.number("AGENTOS_RETRY_DELAY_SECONDS", 30.0, minimum=0),
+        timeout_seconds=env.timeout("AGENTOS_TIMEOUT_SECONDS", 3600.0),
+        lock_grace_seconds=grace,
+        stop_timeout_seconds=stop_timeout,
+        retention_seconds=env.number("AGENTOS_RETENTION_SECONDS", 86400.0, minimum=0),
+        poll_interval=env.number("AGENTOS_POLL_INTERVAL", 1.0, minimum=0, strict=True),
+        security_key=env.text("AGENTOS_SECURITY_KEY"),
+        admin_token=env.text("AGENTOS_ADMIN_TOKEN"),
+        demo_agents=env.boolean("AGENTOS_DEMO_AGENTS", demo_agents_default),
+        openai_base_url=env.text("AGENTOS_OPENAI_BASE_URL"),
+        openai_api_key=env.text("AGENTOS_OPENAI_API_KEY"),
+        openai_model=env.text("AGENTOS_OPENAI_MODEL", "gpt-4o-mini"),
+        host=env.text("AGENTOS_HOST", "127.0.0.1"),
+        port=env.integer("AGENTOS_PORT", 7777, minimum=1),
+    )
+
+
+def current() -> Conf:
+    """The settings in force: the `Conf` that Django's settings hold as `AGENTOS`."""
+    from django.conf import settings
+
+    return settings.AGENTOS

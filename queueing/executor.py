@@ -1,0 +1,65 @@
+"""The seam between the queue and the work it carries.
+
+`queueing` knows tickets, not agents: the app that owns the work (here `runs`) registers an `Executor` at
+start-up. The queue calls `execute` outside any transaction, and `settle` inside the transaction of every
+change that ends or parks a ticket, so the job's own rows change atomically with its ticket.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Protocol
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A ticket this worker owns for one attempt; every write of the attempt is fenced by (id, attempt)."""
+
+    ticket_id: str
+    attempt: int
+    max_attempts: int
+    worker_id: str
+    session_id: str
+    payload: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What an attempt produced. `status` is the ticket status it asks for; `result` is the executor's own."""
+
+    status: str  # completed | failed | paused | cancelled
+    error: str | None = None
+    retryable: bool = False
+    result: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Settlement:
+    """A ticket change the executor must mirror: the new status, the attempt it ended, why, and what it was."""
+
+    ticket_id: str
+    status: str
+    attempt: int
+    error: str | None = None
+    outcome: Outcome | None = None
+    previous: str | None = None
+
+
+class Executor(Protocol):
+    def execute(self, claim: Claim) -> Outcome: ...
+
+    def settle(self, settlement: Settlement) -> None: ...
+
+
+class _Slot:
+    executor: Executor | None = None
+
+
+def register_executor(executor: Executor) -> None:
+    _Slot.executor = executor
+
+
+def get_executor() -> Executor:
+    if _Slot.executor is None:
+        raise RuntimeError("No executor registered for the job queue")
+    return _Slot.executor

@@ -1,0 +1,80 @@
+"""Tickets: one row per queued run (id == run_id). State changes live in `queueing.tickets`."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Now
+
+
+class TicketStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+LIVE = (TicketStatus.QUEUED, TicketStatus.RUNNING, TicketStatus.PAUSED)
+TERMINAL = (TicketStatus.COMPLETED, TicketStatus.FAILED, TicketStatus.CANCELLED)
+HOLDING = (TicketStatus.RUNNING, TicketStatus.PAUSED)
+
+
+class Ticket(models.Model):
+    """A run's place in the queue.
+
+    `serialized` tickets obey per-session order (CONTRACT 5): of a session's live serialized tickets, the one
+    with the smallest `session_seq` is the head (`is_head`), and only the head may run or pause. The flag is
+    moved in the transaction that ends the previous head, so a claim never scans the session's backlog.
+    """
+
+    id = models.UUIDField(primary_key=True)
+    component_type = models.CharField(max_length=16)
+    component_id = models.CharField(max_length=255)
+    session_id = models.CharField(max_length=255)
+    user_id = models.CharField(max_length=255, null=True, blank=True)
+    status = models.CharField(max_length=16, choices=TicketStatus.choices, default=TicketStatus.QUEUED)
+    attempt = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=1)
+    session_seq = models.PositiveIntegerField()
+    serialized = models.BooleanField(default=True)
+    is_head = models.BooleanField(default=False)
+    idempotency_key = models.CharField(max_length=512, null=True, blank=True)
+    idempotency_scope = models.CharField(max_length=255, default="", blank=True)
+    request_digest = models.CharField(max_length=64, null=True, blank=True)
+    available_at = models.DateTimeField(db_default=Now())
+    locked_by = models.CharField(max_length=255, null=True, blank=True)
+    locked_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session_id"], condition=Q(is_head=True), name="ticket_one_head_per_session"),
+            models.UniqueConstraint(
+                fields=["session_id"],
+                condition=Q(serialized=True, status__in=HOLDING),
+                name="ticket_one_holder_per_session",
+            ),
+            models.UniqueConstraint(
+                fields=["idempotency_scope", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="ticket_idempotency_key",
+            ),
+            models.CheckConstraint(condition=Q(attempt__lte=models.F("max_attempts")), name="ticket_attempt_budget"),
+            models.CheckConstraint(condition=Q(is_head=False) | Q(status__in=LIVE), name="ticket_head_is_live"),
+        ]
+        indexes = [
+            models.Index(fields=["session_id", "session_seq"], condition=Q(status__in=LIVE), name="ticket_live_by_seq"),
+            models.Index(fields=["available_at"], condition=Q(status=TicketStatus.QUEUED), name="ticket_queued"),
+            models.Index(fields=["locked_at"], condition=Q(status=TicketStatus.RUNNING), name="ticket_running_lease"),
+            models.Index(fields=["completed_at"], condition=Q(status__in=TERMINAL), name="ticket_terminal"),
+            models.Index(fields=["status", "created_at"], name="ticket_status_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.status} attempt {self.attempt}/{self.max_attempts}"

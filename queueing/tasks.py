@@ -1,0 +1,10 @@
+"""Celery tasks: the message carries a ticket id; the task reloads the row and is idempotent."""
+
+from celery import shared_task
+
+from .worker import worker_execute
+
+
+@shared_task(name="agentos.execute_ticket", ignore_result=True, acks_late=True)
+def execute_ticket(ticket_id: str) -> None:
+    worker_execute(ticket_id=ticket_id)

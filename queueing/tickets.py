@@ -1,0 +1,354 @@
+"""Every ticket state change (CONTRACT section 4), each one guarded UPDATE.
+
+A function whose guard matches no row changes nothing and says so by its return value: the caller lost
+the race and must not act. Changes that move a session's head (accept, finish, sweep, cancel, requeue)
+first take the session's advisory lock, so an accept and the end of the head cannot both miss each other.
+
+The transition table, which `tests/queueing/test_transitions.py` walks:
+
+    from      event                                  to
+    -         accept                                 queued (attempt 0)
+    queued    claim (available, head or unordered)   running, attempt+1, locked_by, locked_at=now()
+    running   claim of a stale lease, budget left    running, attempt+1, new owner         (reclaim)
+    running   heartbeat by owner                     running, locked_at=now()
+    running   finish by owner                        completed | failed | cancelled | paused
+    running   error by owner, budget left            queued, available_at = now + backoff  (retry)
+    running   stale, budget spent                    failed                                (sweep)
+    queued    cancel                                 cancelled
+    paused    cancel                                 cancelled
+    paused    continue                               queued, one more attempt, same session_seq
+    failed    requeue                                queued, one more attempt, new session_seq
+    cancelled requeue                                queued, one more attempt, new session_seq
+    terminal  prune (older than retention)           deleted
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import json
+import uuid
+
+from django.db import connection, transaction
+from django.db.models import F
+from django.db.models.functions import Now
+
+from . import dispatch
+from .executor import Claim, Outcome, Settlement, get_executor
+from .models import LIVE, TERMINAL, Ticket, TicketStatus
+
+SWEEP_ERROR = (
+    "Worker lost and attempt budget exhausted; run was not re-executed. "
+    "Raise AGENTOS_MAX_ATTEMPTS to let a lost run execute again, or requeue it with POST /queue/jobs/{id}/requeue."
+)
+TABLE = Ticket._meta.db_table
+_LIVE_SQL = "('queued', 'running', 'paused')"
+
+
+def session_lock(session_id: str) -> None:
+    """Take the session's transaction-scoped advisory lock (released at commit or rollback)."""
+    assert connection.in_atomic_block, "session_lock needs a transaction"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", [session_id])
+
+
+def _seconds(value: float) -> datetime.timedelta:
+    return datetime.timedelta(seconds=value)
+
+
+def ticket_accept(
+    *,
+    ticket_id: uuid.UUID,
+    component_type: str,
+    component_id: str,
+    session_id: str,
+    user_id: str | None,
+    payload: dict,
+    serialized: bool,
+    max_attempts: int,
+    idempotency_key: str | None = None,
+    idempotency_scope: str = "",
+    request_digest: str | None = None,
+) -> Ticket:
+    """Insert a `queued` ticket at the back of its session and publish it once the caller's transaction commits.
+
+    Must run inside the caller's transaction (the run's rows commit with it). Takes the session lock;
+    `session_seq` is 1 + the largest of the session's live tickets. The ticket is its session's head when
+    no live serialized ticket precedes it; only then (or when unordered) is a message published.
+    """
+    session_lock(session_id)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT coalesce(max(session_seq), 0), coalesce(bool_or(serialized), false) FROM {TABLE} "
+            f"WHERE session_id = %s AND status IN {_LIVE_SQL}",
+            [session_id],
+        )
+        last_seq, has_serialized = cursor.fetchone()
+    ticket = Ticket.objects.create(
+        id=ticket_id,
+        component_type=component_type,
+        component_id=component_id,
+        session_id=session_id,
+        user_id=user_id,
+        payload=payload,
+        serialized=serialized,
+        is_head=serialized and not has_serialized,
+        session_seq=last_seq + 1,
+        max_attempts=max_attempts,
+        idempotency_key=idempotency_key,
+        idempotency_scope=idempotency_scope,
+        request_digest=request_digest,
+    )
+    if ticket.is_head or not serialized:
+        dispatch.on_commit(ticket.id)
+    return ticket
+
+
+def ticket_claim(*, ticket_id: str, worker_id: str, grace_seconds: float) -> Claim | None:
+    """Take a ticket for one attempt: queued → running, or a stale running lease → running (reclaim).
+
+    A queued ticket is claimable when available and its session's head (or unordered); a running one when its
+    lease is older than the grace. Either way budget must be left. Sets attempt+1, locked_by, locked_at = now()
+    (database clock). Idempotent for redelivered messages: the second claim matches nothing and returns None.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {TABLE} SET status = 'running', attempt = attempt + 1, locked_by = %s,
+                   locked_at = now(), updated_at = now()
+            WHERE id = %s AND attempt < max_attempts AND (
+                (status = 'queued' AND available_at <= now() AND (is_head OR NOT serialized))
+                OR (status = 'running' AND locked_at < now() - %s * interval '1 second'))
+            RETURNING attempt, max_attempts, session_id, payload
+            """,
+            [worker_id, ticket_id, grace_seconds],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    attempt, max_attempts, session_id, payload = row
+    return Claim(str(ticket_id), attempt, max_attempts, worker_id, session_id, _json(payload))
+
+
+def _json(value):
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _update_returning(sql: str, params: list) -> tuple | None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()
+
+
+def _owned(claim: Claim):
+    return Ticket.objects.filter(
+        pk=claim.ticket_id, status=TicketStatus.RUNNING, locked_by=claim.worker_id, attempt=claim.attempt
+    )
+
+
+def ticket_heartbeat(*, worker_id: str) -> int:
+    """Refresh every lease `worker_id` holds (locked_at = now()); returns how many. Idempotent."""
+    return Ticket.objects.filter(status=TicketStatus.RUNNING, locked_by=worker_id).update(locked_at=Now())
+
+
+def ticket_finish(*, claim: Claim, outcome: Outcome) -> bool:
+    """End the attempt `claim` owns: running → completed | failed | cancelled | paused, in one short transaction.
+
+    Fenced: matches only while this worker still owns this attempt; False means a newer attempt or a sweep
+    took the ticket, and nothing (ticket or the executor's rows) was written. The executor's `settle` runs in
+    the same transaction. A terminal head hands its session to the next ticket, published after commit.
+    """
+    assert outcome.status in (*TERMINAL, TicketStatus.PAUSED)
+    terminal = outcome.status != TicketStatus.PAUSED
+    with transaction.atomic():
+        session_lock(claim.session_id)
+        changed = _owned(claim).update(
+            status=outcome.status,
+            error=outcome.error,
+            locked_by=None,
+            is_head=F("is_head") if not terminal else False,
+            completed_at=Now() if terminal else None,
+            updated_at=Now(),
+        )
+        if not changed:
+            return False
+        get_executor().settle(Settlement(claim.ticket_id, outcome.status, claim.attempt, outcome.error, outcome))
+        if terminal:
+            promote_next_head(claim.session_id)
+    return True
+
+
+def ticket_retry(*, claim: Claim, outcome: Outcome, delay_seconds: float) -> bool:
+    """An attempt failed with budget left: running → queued, available after `delay_seconds`; keeps its place.
+
+    Fenced like `ticket_finish`. The ticket stays its session's head, so the session waits for the retry.
+    """
+    with transaction.atomic():
+        changed = (
+            _owned(claim)
+            .filter(attempt__lt=F("max_attempts"))
+            .update(
+                status=TicketStatus.QUEUED,
+                error=outcome.error,
+                locked_by=None,
+                locked_at=None,
+                available_at=Now() + _seconds(delay_seconds),
+                updated_at=Now(),
+            )
+        )
+        if not changed:
+            return False
+        get_executor().settle(Settlement(claim.ticket_id, TicketStatus.QUEUED, claim.attempt, outcome.error, outcome))
+        dispatch.on_commit(claim.ticket_id, countdown=delay_seconds)
+    return True
+
+
+def ticket_fail_stale(*, ticket_id: str, grace_seconds: float) -> bool:
+    """Sweep: a running ticket whose lease is stale and whose budget is spent → failed with `SWEEP_ERROR`.
+
+    Guarded on the stale lease, so a live owner's heartbeat or a concurrent sweeper makes it a no-op.
+    The executor marks the job failed in the same transaction; the session's next ticket is released.
+    """
+    with transaction.atomic():
+        ticket = Ticket.objects.filter(pk=ticket_id).values("session_id", "attempt").first()
+        if ticket is None:
+            return False
+        session_lock(ticket["session_id"])
+        changed = Ticket.objects.filter(
+            pk=ticket_id,
+            status=TicketStatus.RUNNING,
+            attempt__gte=F("max_attempts"),
+            locked_at__lt=Now() - _seconds(grace_seconds),
+        ).update(
+            status=TicketStatus.FAILED,
+            error=SWEEP_ERROR,
+            locked_by=None,
+            is_head=False,
+            completed_at=Now(),
+            updated_at=Now(),
+        )
+        if not changed:
+            return False
+        get_executor().settle(Settlement(str(ticket_id), TicketStatus.FAILED, ticket["attempt"], SWEEP_ERROR))
+        promote_next_head(ticket["session_id"])
+    return True
+
+
+def ticket_cancel(*, ticket_id: str, error: str) -> str | None:
+    """Cancel a ticket that is not executing: queued or paused → cancelled. Returns the status it had, or None.
+
+    A running ticket is not touched here (its worker sees the cancellation intent and finishes it).
+    Releases the session's next ticket when the cancelled one was the head.
+    """
+    with transaction.atomic():
+        session_id = Ticket.objects.filter(pk=ticket_id).values_list("session_id", flat=True).first()
+        if session_id is None:
+            return None
+        session_lock(session_id)
+        row = _update_returning(
+            f"""
+            WITH old AS (SELECT id, status, attempt FROM {TABLE}
+                         WHERE id = %s AND status IN ('queued', 'paused') FOR UPDATE)
+            UPDATE {TABLE} AS t SET status = 'cancelled', error = %s, is_head = false,
+                   completed_at = now(), updated_at = now()
+            FROM old WHERE t.id = old.id
+            RETURNING old.status, old.attempt
+            """,
+            [ticket_id, error],
+        )
+        if row is None:
+            return None
+        previous, attempt = row
+        get_executor().settle(Settlement(str(ticket_id), TicketStatus.CANCELLED, attempt, error, previous=previous))
+        promote_next_head(session_id)
+    return previous
+
+
+def ticket_continue(*, ticket_id: str) -> bool:
+    """Continue a paused ticket: paused → queued with one more attempt, same row, same `session_seq`.
+
+    It stays its session's head, so nothing overtakes it; published after commit. Idempotent: a second
+    continue finds it queued and changes nothing (returns False).
+    """
+    with transaction.atomic():
+        changed = Ticket.objects.filter(pk=ticket_id, status=TicketStatus.PAUSED).update(
+            status=TicketStatus.QUEUED,
+            max_attempts=F("max_attempts") + 1,
+            available_at=Now(),
+            updated_at=Now(),
+        )
+        if changed:
+            dispatch.on_commit(ticket_id)
+    return bool(changed)
+
+
+class RequeueResult(enum.Enum):
+    REQUEUED = "requeued"
+    NOT_REQUEUEABLE = "not_requeueable"
+    TOO_RECENT = "too_recent"
+
+
+def ticket_requeue(*, ticket_id: str, grace_seconds: float, force: bool = False) -> RequeueResult:
+    """A dead letter back in line: failed | cancelled → queued with exactly one more attempt, at the back.
+
+    A ticket failed less than `grace_seconds` ago may still have a live (presumed dead) worker: refused
+    unless `force`. Takes the session lock; the new `session_seq` is 1 + the largest live one, and the
+    ticket is its session's head when no live serialized ticket remains.
+    """
+    with transaction.atomic():
+        session_id = Ticket.objects.filter(pk=ticket_id).values_list("session_id", flat=True).first()
+        if session_id is None:
+            return RequeueResult.NOT_REQUEUEABLE
+        session_lock(session_id)
+        recent = "status = 'failed' AND completed_at > now() - %s * interval '1 second'"
+        row = _update_returning(
+            f"""
+            WITH line AS (SELECT coalesce(max(session_seq), 0) AS last_seq,
+                                 coalesce(bool_or(serialized), false) AS occupied
+                          FROM {TABLE} WHERE session_id = %s AND status IN {_LIVE_SQL})
+            UPDATE {TABLE} SET status = 'queued', max_attempts = attempt + 1, session_seq = line.last_seq + 1,
+                   is_head = serialized AND NOT line.occupied, available_at = now(), locked_by = NULL,
+                   locked_at = NULL, completed_at = NULL, updated_at = now()
+            FROM line
+            WHERE id = %s AND status IN ('failed', 'cancelled') AND (%s OR NOT ({recent}))
+            RETURNING is_head, NOT serialized
+            """,
+            [session_id, ticket_id, force, grace_seconds],
+        )
+        if row is None:
+            exists = Ticket.objects.filter(pk=ticket_id, status__in=(TicketStatus.FAILED, TicketStatus.CANCELLED))
+            return RequeueResult.TOO_RECENT if exists.exists() else RequeueResult.NOT_REQUEUEABLE
+        get_executor().settle(Settlement(str(ticket_id), TicketStatus.QUEUED, 0))
+        if any(row):
+            dispatch.on_commit(ticket_id)
+    return RequeueResult.REQUEUED
+
+
+def ticket_prune(*, retention_seconds: float, batch: int = 1000) -> int:
+    """Delete up to `batch` terminal tickets completed more than `retention_seconds` ago; paused never."""
+    old = Ticket.objects.filter(status__in=TERMINAL, completed_at__lt=Now() - _seconds(retention_seconds))
+    ids = list(old.values_list("pk", flat=True)[:batch])
+    deleted, _ = Ticket.objects.filter(pk__in=ids, status__in=TERMINAL).delete()
+    return deleted
+
+
+def promote_next_head(session_id: str) -> None:
+    """Make the session's earliest live serialized ticket its head, if it has none; publish it if queued.
+
+    Runs inside the transaction that ended the previous head, under the session lock.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {TABLE} SET is_head = true, updated_at = now()
+            WHERE id = (SELECT id FROM {TABLE} WHERE session_id = %s AND serialized AND status IN {_LIVE_SQL}
+                        ORDER BY session_seq LIMIT 1)
+              AND NOT is_head
+              AND NOT EXISTS (SELECT 1 FROM {TABLE} WHERE session_id = %s AND is_head)
+            RETURNING id, status
+            """,
+            [session_id, session_id],
+        )
+        row = cursor.fetchone()
+    if row is not None and row[1] == TicketStatus.QUEUED:
+        dispatch.on_commit(row[0])

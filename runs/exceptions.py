@@ -1,0 +1,29 @@
+"""Errors of the runs API, each carrying its HTTP meaning and its exact CONTRACT text."""
+
+from rest_framework import status
+from rest_framework.exceptions import APIException
+
+
+class ComponentNotFound(APIException):
+    status_code = status.HTTP_404_NOT_FOUND
+    default_detail = "Component not found"
+
+
+class RunNotFound(APIException):
+    status_code = status.HTTP_404_NOT_FOUND
+    default_detail = "Run not found"
+
+
+class BackgroundNeedsStore(APIException):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = "Background execution requires a database to be configured on the agent"
+
+
+class QueueFull(APIException):
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_detail = "Job queue is full"
+
+
+class StreamingUnavailable(APIException):
+    status_code = status.HTTP_501_NOT_IMPLEMENTED
+    default_detail = "Streaming responses (stream=true) are not served by this version; submit with stream=false"

@@ -1,0 +1,55 @@
+"""The queue's executor for runs: what a claimed ticket does, and how ticket changes show on the run."""
+
+from __future__ import annotations
+
+from queueing.conf import current
+from queueing.executor import Claim, Outcome, Settlement
+from queueing.models import TicketStatus
+
+from .execution import LegResult, run_leg
+from .models import RunStatus
+from .services import LEG_STATUS, run_end_unexecuted, run_record_leg, run_reset_pending, run_start
+
+TICKET_STATUS = {
+    RunStatus.COMPLETED: TicketStatus.COMPLETED,
+    RunStatus.PAUSED: TicketStatus.PAUSED,
+    RunStatus.CANCELLED: TicketStatus.CANCELLED,
+}
+FENCED = "A newer attempt started this run"
+
+
+class RunExecutor:
+    def execute(self, claim: Claim) -> Outcome:
+        """Start the run for this attempt and run one leg; nothing is written until the ticket settles."""
+        run = run_start(run_id=claim.ticket_id, attempt=claim.attempt)
+        if run is None:
+            return Outcome(TicketStatus.FAILED, error=FENCED)
+        leg = run_leg(run, attempt=claim.attempt, timeout_seconds=current().timeout_seconds)
+        if leg.result is None:
+            return Outcome(TicketStatus.FAILED, error=leg.error, retryable=not leg.permanent, result=leg)
+        return Outcome(TICKET_STATUS[LEG_STATUS[leg.result.status]], result=leg)
+
+    def settle(self, settlement: Settlement) -> None:
+        """Mirror a ticket change on its run, inside the ticket's transaction."""
+        leg = settlement.outcome.result if settlement.outcome else None
+        if isinstance(leg, LegResult):
+            final = settlement.status != TicketStatus.QUEUED
+            run_record_leg(run_id=settlement.ticket_id, attempt=settlement.attempt, leg=leg, final=final)
+        elif settlement.status == TicketStatus.FAILED:
+            run_end_unexecuted(
+                run_id=settlement.ticket_id,
+                status=RunStatus.ERROR,
+                content=settlement.error,
+                stage=None,
+                event_role="error",
+            )
+        elif settlement.status == TicketStatus.CANCELLED:
+            run_end_unexecuted(
+                run_id=settlement.ticket_id,
+                status=RunStatus.CANCELLED,
+                content=settlement.error,
+                stage="PAUSED" if settlement.previous == TicketStatus.PAUSED else "PENDING",
+                event_role="cancelled",
+            )
+        elif settlement.status == TicketStatus.QUEUED:
+            run_reset_pending(run_id=settlement.ticket_id)

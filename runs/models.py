@@ -1,0 +1,85 @@
+"""Sessions, runs and their stored events."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models.functions import Now
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
+    ERROR = "ERROR"
+
+
+FINISHED = (RunStatus.COMPLETED, RunStatus.CANCELLED, RunStatus.ERROR)
+
+
+class AgentSession(models.Model):
+    """A conversation: the message history and session state its runs leave for the next one."""
+
+    session_id = models.CharField(max_length=255, primary_key=True)
+    component_type = models.CharField(max_length=16)
+    component_id = models.CharField(max_length=255)
+    user_id = models.CharField(max_length=255, null=True, blank=True)
+    session_state = models.JSONField(default=dict)
+    messages = models.JSONField(default=list)
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return self.session_id
+
+
+class Run(models.Model):
+    """One submitted run. `attempt` is the queue attempt that last wrote it (the fence for late writers)."""
+
+    run_id = models.UUIDField(primary_key=True)
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="runs", db_column="session_id")
+    component_type = models.CharField(max_length=16)
+    component_id = models.CharField(max_length=255)
+    user_id = models.CharField(max_length=255, null=True, blank=True)
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.PENDING)
+    input_content = models.TextField()
+    session_state_input = models.JSONField(null=True, blank=True)
+    metadata = models.JSONField(null=True, blank=True)
+    background = models.BooleanField(default=True)
+    stream = models.BooleanField(default=False)
+    queued = models.BooleanField(default=True)
+    attempt = models.PositiveIntegerField(default=0)
+    content = models.TextField(null=True, blank=True)
+    metrics = models.JSONField(null=True, blank=True)
+    tools = models.JSONField(null=True, blank=True)
+    run_messages = models.JSONField(default=list, blank=True)
+    cancellation_stage = models.CharField(max_length=16, null=True, blank=True)
+    next_event_index = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(db_default=Now())
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "created_at"], name="run_session_created")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.status}"
+
+
+class RunEvent(models.Model):
+    """A stored event (all but content chunks). `event_index` is per run and strictly increasing."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    event_index = models.PositiveIntegerField()
+    attempt = models.PositiveIntegerField()
+    event = models.CharField(max_length=64)
+    data = models.JSONField()
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "event_index"], name="run_event_index")]
+        ordering = ["event_index"]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.event_index} {self.event}"

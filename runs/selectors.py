@@ -1,0 +1,60 @@
+"""Reads of the runs app: the poll body (CONTRACT 3.2)."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+
+from .exceptions import RunNotFound
+from .models import Run, RunEvent, RunStatus
+
+
+def run_get(*, kind: str, component_id: str, run_id: str, session_id: str) -> Run:
+    """The run, only when it belongs to this component and session; else `RunNotFound` (404)."""
+    run = Run.objects.filter(
+        pk=run_id if _is_uuid(run_id) else None,
+        session_id=session_id,
+        component_type=kind,
+        component_id=component_id,
+    ).first()
+    if run is None:
+        raise RunNotFound()
+    return run
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _iso(value: datetime.datetime | None) -> str | None:
+    return value.isoformat(timespec="microseconds") if value else None
+
+
+def run_to_wire(run: Run, *, waiting_on: str | None = None) -> dict:
+    """The run as AgentOS clients read it; optional fields only when present."""
+    body = {
+        "run_id": str(run.run_id),
+        "session_id": run.session_id,
+        f"{run.component_type}_id": run.component_id,
+        "status": run.status,
+        "created_at": int(run.created_at.timestamp()),
+        "input": {"input_content": run.input_content},
+        "queue_attempt": run.attempt,
+    }
+    events = [event.data for event in RunEvent.objects.filter(run_id=run.run_id).only("data")]
+    optional = {
+        "content": run.content,
+        "events": events or None,
+        "metrics": run.metrics,
+        "tools": run.tools if run.status == RunStatus.PAUSED else None,
+        "cancellation_stage": run.cancellation_stage if run.status == RunStatus.CANCELLED else None,
+        "waiting_on": waiting_on,
+        "started_at": _iso(run.started_at),
+        "completed_at": _iso(run.completed_at),
+    }
+    body.update({key: value for key, value in optional.items() if value is not None})
+    return body

@@ -1,0 +1,202 @@
+"""Writes of the runs app: accepting a run, starting it, and recording how it ended."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+
+from django.db import connection, transaction
+from django.db.models.functions import Now
+
+from agents_registry.components import Component
+from agents_registry.context import RunResult
+from agents_registry.events import event_name
+from queueing.conf import current
+from queueing.selectors import queue_is_full
+from queueing.tickets import ticket_accept
+
+from .exceptions import BackgroundNeedsStore, QueueFull
+from .execution import EventSink, LegResult, run_leg
+from .models import AgentSession, Run, RunEvent, RunStatus
+
+SESSIONS = AgentSession._meta.db_table
+LEG_STATUS = {
+    RunResult.COMPLETED: RunStatus.COMPLETED,
+    RunResult.PAUSED: RunStatus.PAUSED,
+    RunResult.CANCELLED: RunStatus.CANCELLED,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Submission:
+    component: Component
+    message: str
+    session_id: str
+    user_id: str | None
+    session_state: dict | None
+    metadata: dict | None
+    stream: bool
+    background: bool
+
+    def payload(self) -> dict:
+        """What the ticket carries for operators: the submission as the client sent it."""
+        return {
+            "message": self.message,
+            "stream": self.stream,
+            "background": self.background,
+            "session_state": self.session_state,
+            "metadata": self.metadata,
+        }
+
+
+def _create_run(submission: Submission, *, queued: bool) -> Run:
+    component = submission.component
+    AgentSession.objects.bulk_create(
+        [
+            AgentSession(
+                session_id=submission.session_id,
+                component_type=component.kind,
+                component_id=component.id,
+                user_id=submission.user_id,
+            )
+        ],
+        ignore_conflicts=True,
+    )
+    return Run.objects.create(
+        run_id=uuid.uuid4(),
+        session_id=submission.session_id,
+        component_type=component.kind,
+        component_id=component.id,
+        user_id=submission.user_id,
+        input_content=submission.message,
+        session_state_input=submission.session_state,
+        metadata=submission.metadata,
+        background=submission.background,
+        stream=submission.stream,
+        queued=queued,
+    )
+
+
+def run_submit(*, submission: Submission) -> Run:
+    """Accept a background run durably: session, run and ticket rows commit together, then the ticket is published.
+
+    Refuses (writing nothing) a component without a store (400) and a full queue (429).
+    """
+    conf = current()
+    component = submission.component
+    if not component.has_store:
+        raise BackgroundNeedsStore()
+    if queue_is_full(max_depth=conf.max_queue_depth):
+        raise QueueFull()
+    with transaction.atomic():
+        run = _create_run(submission, queued=True)
+        ticket_accept(
+            ticket_id=run.run_id,
+            component_type=component.kind,
+            component_id=component.id,
+            session_id=submission.session_id,
+            user_id=submission.user_id,
+            payload=submission.payload(),
+            serialized=conf.effective_queue_per_session or component.one_turn_per_session,
+            max_attempts=conf.max_attempts,
+        )
+    return run
+
+
+def run_start(*, run_id: str, attempt: int) -> Run | None:
+    """Mark the run RUNNING for `attempt`; None when a newer attempt already started it (fenced)."""
+    changed = Run.objects.filter(pk=run_id, attempt__lt=attempt).update(
+        status=RunStatus.RUNNING, attempt=attempt, started_at=Now()
+    )
+    if not changed:
+        return None
+    return Run.objects.select_related(None).get(pk=run_id)
+
+
+def run_execute_inline(*, submission: Submission) -> Run:
+    """Run in this process (background=false): not queued, not ordered, recorded like a queued run."""
+    with transaction.atomic():
+        run = _create_run(submission, queued=False)
+    run = run_start(run_id=run.run_id, attempt=1)
+    leg = run_leg(run, attempt=1, timeout_seconds=current().timeout_seconds)
+    with transaction.atomic():
+        run_record_leg(run_id=run.run_id, attempt=1, leg=leg, final=True)
+    run.refresh_from_db()
+    return run
+
+
+def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None:
+    """Write how a leg ended: run status and output, its stored events, the session's history and state.
+
+    Runs inside the transaction that settles the ticket, fenced on `attempt`. `final` says an error ends the
+    run (ERROR, with a RunError event); otherwise the run waits for its retry (PENDING).
+    """
+    sink, result = leg.sink, leg.result
+    if result is None:
+        if final:
+            sink.emit(event_name(sink.run.component_type, "error"), {"content": leg.error})
+        fields = {
+            "status": RunStatus.ERROR if final else RunStatus.PENDING,
+            "content": leg.error,
+            "completed_at": Now() if final else None,
+        }
+    else:
+        status = LEG_STATUS[result.status]
+        fields = {
+            "status": status,
+            "content": result.content,
+            "metrics": result.metrics,
+            "tools": result.tools,
+            "run_messages": result.messages,
+            "cancellation_stage": "EXECUTING" if status == RunStatus.CANCELLED else None,
+            "completed_at": None if status == RunStatus.PAUSED else Now(),
+        }
+    _store_events(sink)
+    Run.objects.filter(pk=run_id, attempt=attempt).update(next_event_index=sink.next_index, **fields)
+    if result is not None and result.status == RunResult.COMPLETED:
+        session_append(session_id=sink.run.session_id, messages=result.messages, state=result.session_state)
+
+
+def run_end_unexecuted(*, run_id, status: str, content: str, stage: str | None, event_role: str) -> None:
+    """Mirror a ticket that ended while no attempt was executing it (swept, cancelled while queued or paused).
+
+    Stores the terminal event (`event_role`: "error" or "cancelled") after the run's last index.
+    """
+    run = Run.objects.select_for_update().get(pk=run_id)
+    sink = EventSink(run, run.attempt, run.next_event_index)
+    sink.emit(event_name(run.component_type, event_role), {"content": content})
+    _store_events(sink)
+    Run.objects.filter(pk=run_id).update(
+        status=status, content=content, cancellation_stage=stage, completed_at=Now(), next_event_index=sink.next_index
+    )
+
+
+def run_reset_pending(*, run_id) -> None:
+    """A requeued run waits again: PENDING, its previous output cleared."""
+    Run.objects.filter(pk=run_id).update(
+        status=RunStatus.PENDING, content=None, tools=None, cancellation_stage=None, completed_at=None
+    )
+
+
+def _store_events(sink: EventSink) -> None:
+    RunEvent.objects.bulk_create(
+        RunEvent(
+            run_id=sink.run.run_id,
+            event_index=event["event_index"],
+            attempt=sink.attempt,
+            event=event["event"],
+            data=event,
+        )
+        for event in sink.stored
+    )
+
+
+def session_append(*, session_id: str, messages: list[dict], state: dict) -> None:
+    """Append a finished run's messages to its session's history and save the state it left (one UPDATE)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {SESSIONS} SET messages = messages || %s::jsonb, session_state = %s::jsonb, updated_at = now() "
+            "WHERE session_id = %s",
+            [json.dumps(messages), json.dumps(state), session_id],
+        )

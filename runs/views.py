@@ -1,0 +1,98 @@
+"""HTTP views of the runs API: validate, call one service, serialize."""
+
+from __future__ import annotations
+
+import uuid
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents_registry.registry import ComponentNotFound as RegistryMiss
+from agents_registry.registry import registry
+from queueing.conf import current
+
+from .exceptions import ComponentNotFound, StreamingUnavailable
+from .selectors import run_get, run_to_wire
+from .serializers import PollQuerySerializer, SubmitSerializer, validated
+from .services import Submission, run_execute_inline, run_submit
+
+
+def component_or_404(kind: str, component_id: str):
+    try:
+        return registry.get(kind, component_id)
+    except RegistryMiss:
+        raise ComponentNotFound(f"{kind.capitalize()} not found") from None
+
+
+class SubmitRunView(APIView):
+    kind = "agent"
+
+    @extend_schema(request=SubmitSerializer, responses={202: dict, 200: dict})
+    def post(self, request, component_id: str):
+        component = component_or_404(self.kind, component_id)
+        data = validated(SubmitSerializer, request.data, location="body")
+        if data["stream"]:
+            raise StreamingUnavailable()
+        submission = Submission(
+            component=component,
+            message=data["message"],
+            session_id=data.get("session_id") or str(uuid.uuid4()),
+            user_id=data.get("user_id") or None,
+            session_state=data["session_state"],
+            metadata=data["metadata"],
+            stream=data["stream"],
+            background=data["background"],
+        )
+        if data["background"]:
+            run = run_submit(submission=submission)
+            body = {"run_id": str(run.run_id), "session_id": run.session_id, "status": run.status}
+            return Response(body, status=status.HTTP_202_ACCEPTED)
+        return Response(run_to_wire(run_execute_inline(submission=submission)))
+
+
+class RunDetailView(APIView):
+    kind = "agent"
+
+    @extend_schema(parameters=[PollQuerySerializer], responses={200: dict})
+    def get(self, request, component_id: str, run_id: str):
+        component_or_404(self.kind, component_id)
+        query = validated(PollQuerySerializer, request.query_params, location="query")
+        run = run_get(kind=self.kind, component_id=component_id, run_id=run_id, session_id=query["session_id"])
+        return Response(run_to_wire(run))
+
+
+class ComponentListView(APIView):
+    kind = "agent"
+
+    @extend_schema(responses={200: dict})
+    def get(self, request):
+        return Response([component.summary() for component in registry.of_kind(self.kind)])
+
+
+class ComponentDetailView(APIView):
+    kind = "agent"
+
+    @extend_schema(responses={200: dict})
+    def get(self, request, component_id: str):
+        return Response(component_or_404(self.kind, component_id).summary())
+
+
+class ConfigView(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request):
+        conf = current()
+        return Response(
+            {
+                "os_id": "agentos",
+                "name": "agentos",
+                "description": "Durable background runs for AI agents",
+                "databases": ["agentos-db"],
+                "agents": [c.summary() for c in registry.of_kind("agent")],
+                "teams": [c.summary() for c in registry.of_kind("team")],
+                "workflows": [c.summary() for c in registry.of_kind("workflow")],
+                "interfaces": [],
+                "queue": {"durable": conf.queue_durable, "queue_per_session": conf.effective_queue_per_session},
+            }
+        )
