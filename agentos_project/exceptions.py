@@ -1,10 +1,16 @@
 """One place that turns exceptions into `{"detail": ...}` answers (CONTRACT 3.1, 14)."""
 
+from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError, InterfaceError, OperationalError
 from rest_framework import status
-from rest_framework.exceptions import APIException
+from rest_framework.exceptions import APIException, ParseError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class BodyTooLarge(APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "Request body exceeds the 1 MiB limit"
 
 
 class DatabaseUnavailable(APIException):
@@ -15,6 +21,10 @@ class DatabaseUnavailable(APIException):
 def exception_handler(exc, context):
     if isinstance(exc, (OperationalError, InterfaceError)):
         exc = DatabaseUnavailable()
+    elif isinstance(exc, RequestDataTooBig):
+        exc = BodyTooLarge()
+    elif isinstance(exc, ParseError):
+        exc = RequestInvalid([{"type": "json_invalid", "loc": ["body"], "msg": str(exc.detail), "input": None}])
     elif isinstance(exc, DatabaseError):
         raise exc
     response = drf_exception_handler(exc, context)

@@ -3,6 +3,8 @@
 from django.conf import settings
 from django.http import JsonResponse
 
+from .exceptions import BodyTooLarge
+
 
 class BodySizeLimitMiddleware:
     def __init__(self, get_response):
@@ -11,5 +13,5 @@ class BodySizeLimitMiddleware:
     def __call__(self, request):
         length = request.META.get("CONTENT_LENGTH")
         if length and length.isdigit() and int(length) > settings.MAX_BODY_BYTES:
-            return JsonResponse({"detail": "Request body exceeds the 1 MiB limit"}, status=413)
+            return JsonResponse({"detail": BodyTooLarge.default_detail}, status=413)
         return self.get_response(request)

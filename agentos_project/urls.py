@@ -4,7 +4,6 @@ from drf_spectacular.views import SpectacularJSONAPIView
 
 from .health import HealthView
 
-
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("health", HealthView.as_view(), name="health"),

@@ -54,7 +54,9 @@ class StubModel:
             raise RuntimeError("stub model exploded")
         answered_tool = any(message["role"] == "tool" for message in messages[turn:])
         if "delete" in prompt and any(t.name == "delete_temp_files" for t in tools) and not answered_tool:
-            yield ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name="delete_temp_files", arguments={"directory": "/tmp"})
+            yield ToolCall(
+                id=f"call_{uuid.uuid4().hex[:12]}", name="delete_temp_files", arguments={"directory": "/tmp"}
+            )
             return
         answer = "done: tool result received" if answered_tool else f"echo: {prompt} (history: {turn} messages)"
         for index, word in enumerate(answer.split(" ")):

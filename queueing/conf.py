@@ -128,7 +128,9 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Con
     """Parse and validate every agentos variable of `environ`; raise `ConfigError` on the first bad one."""
     env = _Reader(environ)
     redis_url = env.url("REDIS_URL", EMBEDDED_REDIS_URL, ("redis", "rediss", "unix"))
-    concurrency_var = "AGENTOS_MAX_CONCURRENCY" if env.raw("AGENTOS_MAX_CONCURRENCY") else "AGNO_BACKGROUND_MAX_CONCURRENCY"
+    concurrency_var = (
+        "AGENTOS_MAX_CONCURRENCY" if env.raw("AGENTOS_MAX_CONCURRENCY") else "AGNO_BACKGROUND_MAX_CONCURRENCY"
+    )
     concurrency = env.integer(concurrency_var, 32)
     grace = env.number("AGENTOS_LOCK_GRACE_SECONDS", 60.0, minimum=3)
     stop_timeout = env.number("AGENTOS_STOP_TIMEOUT_SECONDS", min(30.0, grace - 1), minimum=0)

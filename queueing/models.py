@@ -54,7 +54,9 @@ class Ticket(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["session_id"], condition=Q(is_head=True), name="ticket_one_head_per_session"),
+            models.UniqueConstraint(
+                fields=["session_id"], condition=Q(is_head=True), name="ticket_one_head_per_session"
+            ),
             models.UniqueConstraint(
                 fields=["session_id"],
                 condition=Q(serialized=True, status__in=HOLDING),

@@ -3,6 +3,8 @@
 A function whose guard matches no row changes nothing and says so by its return value: the caller lost
 the race and must not act. Changes that move a session's head (accept, finish, sweep, cancel, requeue)
 first take the session's advisory lock, so an accept and the end of the head cannot both miss each other.
+Times come from the database clock: `now()` below is PostgreSQL's statement_timestamp(), the clock
+Django's `Now()` uses too.
 
 The transition table, which `tests/queueing/test_transitions.py` walks:
 
@@ -35,7 +37,7 @@ from django.db.models.functions import Now
 
 from . import dispatch
 from .executor import Claim, Outcome, Settlement, get_executor
-from .models import LIVE, TERMINAL, Ticket, TicketStatus
+from .models import TERMINAL, Ticket, TicketStatus
 
 SWEEP_ERROR = (
     "Worker lost and attempt budget exhausted; run was not re-executed. "
@@ -115,10 +117,10 @@ def ticket_claim(*, ticket_id: str, worker_id: str, grace_seconds: float) -> Cla
         cursor.execute(
             f"""
             UPDATE {TABLE} SET status = 'running', attempt = attempt + 1, locked_by = %s,
-                   locked_at = now(), updated_at = now()
+                   locked_at = statement_timestamp(), updated_at = statement_timestamp()
             WHERE id = %s AND attempt < max_attempts AND (
-                (status = 'queued' AND available_at <= now() AND (is_head OR NOT serialized))
-                OR (status = 'running' AND locked_at < now() - %s * interval '1 second'))
+                (status = 'queued' AND available_at <= statement_timestamp() AND (is_head OR NOT serialized))
+                OR (status = 'running' AND locked_at < statement_timestamp() - %s * interval '1 second'))
             RETURNING attempt, max_attempts, session_id, payload
             """,
             [worker_id, ticket_id, grace_seconds],
@@ -250,7 +252,7 @@ def ticket_cancel(*, ticket_id: str, error: str) -> str | None:
             WITH old AS (SELECT id, status, attempt FROM {TABLE}
                          WHERE id = %s AND status IN ('queued', 'paused') FOR UPDATE)
             UPDATE {TABLE} AS t SET status = 'cancelled', error = %s, is_head = false,
-                   completed_at = now(), updated_at = now()
+                   completed_at = statement_timestamp(), updated_at = statement_timestamp()
             FROM old WHERE t.id = old.id
             RETURNING old.status, old.attempt
             """,
@@ -300,15 +302,15 @@ def ticket_requeue(*, ticket_id: str, grace_seconds: float, force: bool = False)
         if session_id is None:
             return RequeueResult.NOT_REQUEUEABLE
         session_lock(session_id)
-        recent = "status = 'failed' AND completed_at > now() - %s * interval '1 second'"
+        recent = "status = 'failed' AND completed_at > statement_timestamp() - %s * interval '1 second'"
         row = _update_returning(
             f"""
             WITH line AS (SELECT coalesce(max(session_seq), 0) AS last_seq,
                                  coalesce(bool_or(serialized), false) AS occupied
                           FROM {TABLE} WHERE session_id = %s AND status IN {_LIVE_SQL})
             UPDATE {TABLE} SET status = 'queued', max_attempts = attempt + 1, session_seq = line.last_seq + 1,
-                   is_head = serialized AND NOT line.occupied, available_at = now(), locked_by = NULL,
-                   locked_at = NULL, completed_at = NULL, updated_at = now()
+                   is_head = serialized AND NOT line.occupied, available_at = statement_timestamp(), locked_by = NULL,
+                   locked_at = NULL, completed_at = NULL, updated_at = statement_timestamp()
             FROM line
             WHERE id = %s AND status IN ('failed', 'cancelled') AND (%s OR NOT ({recent}))
             RETURNING is_head, NOT serialized
@@ -340,7 +342,7 @@ def promote_next_head(session_id: str) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            UPDATE {TABLE} SET is_head = true, updated_at = now()
+            UPDATE {TABLE} SET is_head = true, updated_at = statement_timestamp()
             WHERE id = (SELECT id FROM {TABLE} WHERE session_id = %s AND serialized AND status IN {_LIVE_SQL}
                         ORDER BY session_seq LIMIT 1)
               AND NOT is_head

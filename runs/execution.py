@@ -59,8 +59,9 @@ def run_leg(
     try:
         component = registry.get(run.component_type, run.component_id)
     except ComponentNotFound:
-        return LegResult(sink, error=f"Component {run.component_type} {run.component_id!r} is not registered here",
-                         permanent=True)
+        return LegResult(
+            sink, error=f"Component {run.component_type} {run.component_id!r} is not registered here", permanent=True
+        )
     session = AgentSession.objects.only("session_state", "messages").get(pk=run.session_id)
     deadline = time.monotonic() + timeout_seconds if timeout_seconds else None
     timed_out = lambda: deadline is not None and time.monotonic() > deadline  # noqa: E731

@@ -1,0 +1,61 @@
+"""Races proved with real, separate database connections (one per thread)."""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from django.db import connection
+
+from queueing.models import Ticket
+
+from .conftest import accept, claim, finish
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def in_threads(count: int, work):
+    """Run `work(i)` on `count` threads released together; each thread has its own connection."""
+    barrier = threading.Barrier(count)
+
+    def run(index):
+        try:
+            barrier.wait()
+            return work(index)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(count) as pool:
+        return list(pool.map(run, range(count)))
+
+
+def test_concurrent_claims_of_one_ticket_have_one_winner():
+    ticket_id = accept(session_id="race-claim")
+
+    claims = in_threads(8, lambda i: claim(ticket_id, f"worker-{i}"))
+
+    winners = [c for c in claims if c is not None]
+    assert len(winners) == 1
+    assert Ticket.objects.get(pk=ticket_id).locked_by == winners[0].worker_id
+
+
+def test_concurrent_accepts_in_one_session_get_distinct_places_and_one_head():
+    ids = in_threads(12, lambda i: accept(session_id="race-accept"))
+
+    tickets = Ticket.objects.filter(pk__in=ids)
+    assert sorted(t.session_seq for t in tickets) == list(range(1, 13))
+    assert [t.session_seq for t in tickets if t.is_head] == [1]
+
+
+def test_accepts_racing_the_end_of_the_head_leave_exactly_one_head():
+    for round_ in range(10):
+        session = f"race-handoff-{round_}"
+        head = accept(session_id=session)
+        owner = claim(head)
+
+        def work(index, owner=owner, session=session):
+            return finish(owner, "completed") if index == 0 else accept(session_id=session)
+
+        in_threads(4, work)
+
+        live = Ticket.objects.filter(session_id=session, status="queued").order_by("session_seq")
+        assert [t.is_head for t in live] == [True, False, False], f"round {round_}"

@@ -1,0 +1,96 @@
+"""GET {prefix}/runs/{run_id}?session_id= (CONTRACT 3.2): the body field by field, and every refusal."""
+
+import re
+
+import pytest
+
+from queueing.worker import worker_execute
+
+from .conftest import row_counts, submit
+
+pytestmark = pytest.mark.django_db
+ISO_MICROSECONDS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$")
+
+
+@pytest.fixture
+def accepted(api):
+    return submit(api, message="poll me sleep=0", session_id="chat-poll").json()
+
+
+def poll(api, run_id, session_id="chat-poll", prefix="/agents/stub-agent"):
+    return api.get(f"{prefix}/runs/{run_id}", {"session_id": session_id} if session_id is not None else {})
+
+
+def test_pending_run_has_exactly_the_base_fields(api, accepted):
+    response = poll(api, accepted["run_id"])
+
+    assert response.status_code == 200
+    body = response.json()
+    assert set(body) == {"run_id", "session_id", "agent_id", "status", "created_at", "input", "queue_attempt"}
+    assert body["run_id"] == accepted["run_id"]
+    assert body["session_id"] == "chat-poll"
+    assert body["agent_id"] == "stub-agent"
+    assert body["status"] == "PENDING"
+    assert isinstance(body["created_at"], int)
+    assert body["input"] == {"input_content": "poll me sleep=0"}
+    assert body["queue_attempt"] == 0
+
+
+def test_completed_run_carries_content_events_metrics_and_times(api, accepted):
+    assert worker_execute(ticket_id=accepted["run_id"]) is True
+
+    body = poll(api, accepted["run_id"]).json()
+
+    assert body["status"] == "COMPLETED"
+    assert body["queue_attempt"] == 1
+    assert body["content"] == "echo: poll me sleep=0 (history: 0 messages)"
+    assert [event["event"] for event in body["events"]] == ["RunStarted", "RunCompleted"]
+    indexes = [event["event_index"] for event in body["events"]]
+    assert indexes[0] == 0 and indexes == sorted(set(indexes))
+    assert {event["run_id"] for event in body["events"]} == {accepted["run_id"]}
+    assert body["events"][-1]["content"] == body["content"]
+    assert set(body["metrics"]) == {"duration"}
+    assert ISO_MICROSECONDS.match(body["started_at"]) and ISO_MICROSECONDS.match(body["completed_at"])
+    assert "tools" not in body and "cancellation_stage" not in body
+
+
+def test_errored_run_carries_its_error_in_content(api):
+    accepted = submit(api, message="explode sleep=0", session_id="chat-poll").json()
+    worker_execute(ticket_id=accepted["run_id"])
+
+    body = poll(api, accepted["run_id"]).json()
+
+    assert (body["status"], body["content"]) == ("ERROR", "stub model exploded")
+    assert body["events"][-1]["event"] == "RunError"
+
+
+def test_poll_without_session_id_answers_422(api, accepted):
+    response = poll(api, accepted["run_id"], session_id=None)
+
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", "session_id"]
+
+
+@pytest.mark.parametrize(
+    ("run_id", "session_id", "prefix"),
+    [
+        ("00000000-0000-4000-8000-000000000000", "chat-poll", "/agents/stub-agent"),
+        ("not-a-uuid", "chat-poll", "/agents/stub-agent"),
+        (None, "another-session", "/agents/stub-agent"),
+        (None, "chat-poll", "/agents/other-agent"),
+    ],
+    ids=["unknown", "malformed", "foreign-session", "other-component"],
+)
+def test_unknown_or_foreign_run_answers_404_run_not_found(api, accepted, run_id, session_id, prefix):
+    before = row_counts()
+
+    response = poll(api, run_id or accepted["run_id"], session_id=session_id, prefix=prefix)
+
+    assert (response.status_code, response.json()) == (404, {"detail": "Run not found"})
+    assert row_counts() == before
+
+
+def test_run_polled_under_another_kind_answers_404(api, accepted):
+    response = api.get(f"/teams/stub-team/runs/{accepted['run_id']}", {"session_id": "chat-poll"})
+
+    assert (response.status_code, response.json()) == (404, {"detail": "Run not found"})
