@@ -1,7 +1,10 @@
-"""Bearer-key gate: when AGENTOS_SECURITY_KEY is set, every endpoint but /health needs it."""
+"""Bearer-key gate: when AGENTOS_SECURITY_KEY is set, every endpoint but /health needs it (401 otherwise)."""
+
+from __future__ import annotations
 
 import hmac
 
+from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.permissions import BasePermission
 
@@ -9,8 +12,7 @@ from queueing.conf import current
 
 
 def bearer_token(request) -> str | None:
-    header = request.META.get("HTTP_AUTHORIZATION", "")
-    scheme, _, token = header.partition(" ")
+    scheme, _, token = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return token.strip()
@@ -20,11 +22,31 @@ def token_matches(token: str | None, expected: str) -> bool:
     return token is not None and hmac.compare_digest(token.encode(), expected.encode())
 
 
-class SecurityKeyPermission(BasePermission):
-    def has_permission(self, request, view) -> bool:
+class KeyHolder:
+    """The caller that presented a configured key."""
+
+    is_authenticated = True
+
+    def __init__(self, scope: str):
+        self.scope = scope
+
+
+class SecurityKeyAuthentication(BaseAuthentication):
+    def authenticate(self, request):
         key = current().security_key
-        if key is None or getattr(view, "public", False):
-            return True
-        if not token_matches(bearer_token(request), key):
-            raise AuthenticationFailed("Invalid or missing bearer token")
-        return True
+        token = bearer_token(request)
+        if key is None or token is None:
+            return None
+        if not token_matches(token, key):
+            raise AuthenticationFailed("Invalid bearer token")
+        return KeyHolder("security_key"), token
+
+    def authenticate_header(self, request) -> str:
+        return "Bearer"
+
+
+class SecurityKeyPermission(BasePermission):
+    message = "Authentication required: send Authorization: Bearer <AGENTOS_SECURITY_KEY>"
+
+    def has_permission(self, request, view) -> bool:
+        return current().security_key is None or request.auth is not None

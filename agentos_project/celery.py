@@ -3,7 +3,7 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentos_project.settings.base")
 
@@ -19,3 +19,13 @@ def keep_worker_connections(**_kwargs) -> None:
 
     for alias in connections:
         connections.settings[alias]["CONN_MAX_AGE"] = 300
+
+
+@worker_ready.connect
+def start_heartbeat(**_kwargs) -> None:
+    """Refresh this process's leases on a thread of its own, every max(1, grace/3) seconds."""
+    from queueing.conf import current
+    from queueing.heartbeat import Heartbeat
+    from queueing.worker import worker_identity
+
+    Heartbeat(worker_id=worker_identity(), interval=current().heartbeat_interval).start()

@@ -38,7 +38,8 @@ def redis_answers() -> bool:
 
 
 class HealthView(APIView):
-    public = True
+    authentication_classes = []
+    permission_classes = []
 
     @extend_schema(responses={200: dict, 503: dict})
     def get(self, request):

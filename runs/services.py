@@ -196,7 +196,7 @@ def session_append(*, session_id: str, messages: list[dict], state: dict) -> Non
     """Append a finished run's messages to its session's history and save the state it left (one UPDATE)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {SESSIONS} SET messages = messages || %s::jsonb, session_state = %s::jsonb, updated_at = statement_timestamp() "
-            "WHERE session_id = %s",
+            f"UPDATE {SESSIONS} SET messages = messages || %s::jsonb, session_state = %s::jsonb, "
+            "updated_at = statement_timestamp() WHERE session_id = %s",
             [json.dumps(messages), json.dumps(state), session_id],
         )

@@ -103,7 +103,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["agentos_project.auth.SecurityKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["agentos_project.auth.SecurityKeyPermission"],
     "UNAUTHENTICATED_USER": None,
     "EXCEPTION_HANDLER": "agentos_project.exceptions.exception_handler",

@@ -1,0 +1,35 @@
+"""The lease heartbeat: one thread per worker process refreshes every lease the process holds.
+
+It runs apart from the pool, so an agent blocked in a model or tool call cannot starve its own lease.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from django.db import close_old_connections, connection
+
+from .tickets import ticket_heartbeat
+
+log = logging.getLogger("agentos.queue")
+
+
+class Heartbeat(threading.Thread):
+    def __init__(self, *, worker_id: str, interval: float):
+        super().__init__(name="agentos-heartbeat", daemon=True)
+        self.worker_id = worker_id
+        self.interval = interval
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            try:
+                close_old_connections()
+                ticket_heartbeat(worker_id=self.worker_id)
+            except Exception as error:  # the database is away: keep beating, it may come back within the grace
+                log.warning("heartbeat failed worker=%s error=%s", self.worker_id, error)
+                connection.close()
+
+    def stop(self) -> None:
+        self.stopped.set()

@@ -1,0 +1,12 @@
+from django.core.management.base import BaseCommand
+
+from queueing.conf import current
+from queueing.sweeper import sweep_once
+
+
+class Command(BaseCommand):
+    help = "Run one sweeper pass: stale leases, lost messages, retention."
+
+    def handle(self, *args, **options):
+        report = sweep_once(current())
+        self.stdout.write(f"failed={report.failed} redispatched={report.redispatched} pruned={report.pruned}")

@@ -1,0 +1,67 @@
+"""The sweeper: stale leases, lost messages and retention, one pass every AGENTOS_POLL_INTERVAL.
+
+Every change it makes is a guarded update in `tickets`, and candidates are read with SKIP LOCKED, so any
+number of sweepers (one per replica) can run at once without stepping on each other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+import threading
+
+from django.db import close_old_connections, connection
+from django.db.models import F
+from django.db.models.functions import Now
+
+from . import dispatch
+from .conf import Conf
+from .models import Ticket, TicketStatus
+from .tickets import ticket_fail_stale, ticket_prune
+
+log = logging.getLogger("agentos.sweeper")
+BATCH = 500
+
+
+@dataclasses.dataclass
+class SweepReport:
+    failed: int = 0
+    redispatched: int = 0
+    pruned: int = 0
+
+
+def _stale(conf: Conf):
+    grace = datetime.timedelta(seconds=conf.lock_grace_seconds)
+    return Ticket.objects.filter(status=TicketStatus.RUNNING, locked_at__lt=Now() - grace)
+
+
+def sweep_once(conf: Conf) -> SweepReport:
+    """One pass: fail stale leases without budget, dispatch stale ones with budget (a worker reclaims them),
+    and prune terminal tickets past retention."""
+    report = SweepReport()
+    stale = _stale(conf)
+    for ticket_id in stale.filter(attempt__gte=F("max_attempts")).values_list("pk", flat=True)[:BATCH]:
+        if ticket_fail_stale(ticket_id=ticket_id, grace_seconds=conf.lock_grace_seconds):
+            log.info("ticket=%s status=failed reason=lease-expired", ticket_id)
+            report.failed += 1
+    for ticket_id in stale.filter(attempt__lt=F("max_attempts")).values_list("pk", flat=True)[:BATCH]:
+        if dispatch.publish(ticket_id):
+            report.redispatched += 1
+    report.pruned = ticket_prune(retention_seconds=conf.retention_seconds)
+    return report
+
+
+def run_forever(conf: Conf, stop: threading.Event) -> None:
+    """Sweep every `conf.poll_interval` seconds until `stop` is set; survives database and broker outages."""
+    log.info("sweeper started interval=%ss grace=%ss", conf.poll_interval, conf.lock_grace_seconds)
+    while not stop.is_set():
+        try:
+            close_old_connections()
+            report = sweep_once(conf)
+            if report.failed or report.redispatched or report.pruned:
+                log.info("sweep %s", report)
+        except Exception as error:
+            log.warning("sweep failed: %s", error)
+            connection.close()
+        stop.wait(conf.poll_interval)

@@ -1,0 +1,93 @@
+"""The run loop: events and results of agents, teams, workflows, and a paused tool call continued."""
+
+from agents_registry.context import RunRequest
+from agents_registry.registry import registry
+from agents_registry.runloop import REJECTED
+
+
+def test_agent_run_emits_started_content_completed(make_context, recorder):
+    result = registry.get("agent", "stub-agent").run(RunRequest(message="hi sleep=0"), make_context())
+
+    assert (result.status, result.content) == ("completed", "echo: hi sleep=0 (history: 0 messages)")
+    assert recorder.names == ["RunStarted"] + ["RunContent"] * 6 + ["RunCompleted"]
+    assert "".join(fields["content"] for name, fields in recorder.events if name == "RunContent") == result.content
+    assert result.messages == [
+        {"role": "user", "content": "hi sleep=0"},
+        {"role": "assistant", "content": "echo: hi sleep=0 (history: 0 messages)"},
+    ]
+
+
+def test_agent_sees_the_session_history(make_context):
+    history = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+
+    result = registry.get("agent", "stub-agent").run(RunRequest(message="c sleep=0"), make_context(history))
+
+    assert result.content == "echo: c sleep=0 (history: 2 messages)"
+
+
+def test_agent_cancelled_mid_run_keeps_partial_content(make_context):
+    result = registry.get("agent", "stub-agent").run(
+        RunRequest(message="x sleep=0"), make_context(cancelled=lambda: True)
+    )
+
+    assert result.status == "cancelled"
+
+
+def test_team_runs_each_member_with_team_events(make_context, recorder):
+    result = registry.get("team", "stub-team").run(RunRequest(message="q sleep=0"), make_context())
+
+    assert result.status == "completed"
+    assert result.content == "echo: q sleep=0 (history: 0 messages)\necho: q sleep=0 (history: 0 messages)"
+    assert recorder.names[0] == "TeamRunStarted" and recorder.names[-1] == "TeamRunCompleted"
+    assert set(recorder.names[1:-1]) == {"TeamRunContent"}
+
+
+def test_workflow_feeds_each_step_the_previous_output(make_context, recorder):
+    result = registry.get("workflow", "stub-workflow").run(RunRequest(message="w sleep=0"), make_context())
+
+    assert result.content == "echo: echo: w sleep=0 (history: 0 messages) (history: 0 messages)"
+    structural = [name for name in recorder.names if name != "RunContent"]
+    assert structural == [
+        "WorkflowStarted",
+        "StepStarted",
+        "StepCompleted",
+        "StepStarted",
+        "StepCompleted",
+        "WorkflowCompleted",
+    ]
+
+
+def test_tool_requiring_confirmation_pauses_then_a_confirmed_continue_runs_it(make_context, recorder):
+    agent = registry.get("agent", "hitl-agent")
+    paused = agent.run(RunRequest(message="delete sleep=0"), make_context())
+
+    assert paused.status == "paused"
+    assert [t["tool_name"] for t in paused.tools] == ["delete_temp_files"]
+    assert paused.tools[0]["requires_confirmation"] is True and paused.tools[0]["confirmed"] is None
+    assert recorder.names[-1] == "RunPaused"
+
+    decided = [{**paused.tools[0], "confirmed": True}]
+    recorder.events.clear()
+    done = agent.run(
+        RunRequest(message="delete sleep=0", run_messages=paused.messages, decided_tools=decided), make_context()
+    )
+
+    assert (done.status, done.content) == ("completed", "done: tool result received")
+    structural = [name for name in recorder.names if name != "RunContent"]
+    assert structural == ["RunContinued", "ToolCallStarted", "ToolCallCompleted", "RunCompleted"]
+    tool_message = [m for m in done.messages if m["role"] == "tool"]
+    assert tool_message[0]["content"] == "deleted temporary files in /tmp"
+
+
+def test_rejected_tool_is_reported_to_the_model_and_not_run(make_context, recorder):
+    agent = registry.get("agent", "hitl-agent")
+    paused = agent.run(RunRequest(message="delete sleep=0"), make_context())
+    decided = [{**paused.tools[0], "confirmed": False}]
+
+    done = agent.run(
+        RunRequest(message="delete sleep=0", run_messages=paused.messages, decided_tools=decided), make_context()
+    )
+
+    assert done.status == "completed"
+    assert [m["content"] for m in done.messages if m["role"] == "tool"] == [REJECTED]
+    assert "ToolCallStarted" not in recorder.names

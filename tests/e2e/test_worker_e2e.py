@@ -1,0 +1,95 @@
+"""Through a real `celery worker` process: many runs, session history, duplicate messages."""
+
+import dataclasses
+import re
+import threading
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from queueing.conf import current
+from queueing.dispatch import publish
+from queueing.models import Ticket
+from runs.models import FINISHED, Run, RunEvent
+
+from ..conftest import wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def submit(client, session_id: str, message: str) -> str:
+    response = client.post(
+        "/agents/stub-agent/runs",
+        {"message": message, "session_id": session_id, "background": "true", "stream": "false"},
+        format="multipart",
+    )
+    assert response.status_code == 202, response.content
+    return response.json()["run_id"]
+
+
+def wait_all_finished(run_ids, timeout: float):
+    wait_until(
+        lambda: Run.objects.filter(pk__in=run_ids, status__in=FINISHED).count() == len(run_ids),
+        timeout=timeout,
+        interval=0.2,
+        what=f"{len(run_ids)} runs to finish",
+    )
+
+
+def test_200_runs_over_20_sessions_complete_with_their_session_history(start_worker):
+    start_worker(concurrency=8)
+    submitted: dict[str, list[tuple[str, str]]] = {}
+
+    def client_session(number: int):
+        client, session = APIClient(), f"e2e-{number}"
+        try:
+            submitted[session] = [
+                (submit(client, session, f"turn {k} of {session} sleep=0"), f"turn {k} of {session} sleep=0")
+                for k in range(10)
+            ]
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=client_session, args=(n,)) for n in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    run_ids = [run_id for runs in submitted.values() for run_id, _ in runs]
+    assert len(set(run_ids)) == 200
+
+    wait_all_finished(run_ids, timeout=90)
+
+    runs = {str(run.run_id): run for run in Run.objects.filter(pk__in=run_ids)}
+    for runs_of_session in submitted.values():
+        for k, (run_id, message) in enumerate(runs_of_session):
+            run = runs[run_id]
+            assert run.status == "COMPLETED", (run_id, run.content)
+            assert run.content == f"echo: {message} (history: {2 * k} messages)"
+            assert run.attempt == 1
+    assert Ticket.objects.filter(pk__in=run_ids, status="completed").count() == 200
+
+
+def test_duplicated_messages_execute_the_run_once(start_worker):
+    api = APIClient()
+    generous = dataclasses.replace(current(), max_attempts=3)
+    with override_settings(AGENTOS=generous):
+        queued_first = submit(api, "dup-1", "queued twice sleep=0")
+        publish(queued_first)
+        publish(queued_first)
+        worker = start_worker(concurrency=4)
+        running = submit(api, "dup-2", "duplicated while running sleep=2")
+        wait_until(lambda: Run.objects.get(pk=running).status == "RUNNING", timeout=10, what="run to start")
+        publish(running)
+        publish(running)
+
+    wait_all_finished([queued_first, running], timeout=20)
+    wait_until(lambda: worker.log().count("not claimable") >= 4, timeout=10, what="duplicates to be dropped")
+
+    for run_id in (queued_first, running):
+        run, ticket = Run.objects.get(pk=run_id), Ticket.objects.get(pk=run_id)
+        assert (run.status, run.attempt, ticket.status, ticket.attempt) == ("COMPLETED", 1, "completed", 1)
+        assert RunEvent.objects.filter(run_id=run_id, event="RunStarted").count() == 1
+        assert len(re.findall(rf"ticket={run_id} session=\S+ status=running", worker.log())) == 1

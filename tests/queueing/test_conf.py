@@ -1,0 +1,92 @@
+"""Settings from the environment (CONTRACT 2): defaults, every rule, and the one-line start-up refusal."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from queueing.conf import EMBEDDED_DATABASE_URL, EMBEDDED_REDIS_URL, ConfigError, load
+
+from ..conftest import ROOT
+
+
+def test_defaults():
+    conf = load({})
+
+    assert (conf.database_url, conf.redis_url, conf.celery_broker_url) == (
+        EMBEDDED_DATABASE_URL,
+        EMBEDDED_REDIS_URL,
+        EMBEDDED_REDIS_URL,
+    )
+    assert (conf.queue_durable, conf.queue_per_session, conf.max_concurrency) == (True, True, 32)
+    assert (conf.max_queue_depth, conf.max_attempts, conf.retry_delay_seconds) == (1000, 1, 30.0)
+    assert (conf.timeout_seconds, conf.lock_grace_seconds, conf.stop_timeout_seconds) == (3600.0, 60.0, 30.0)
+    assert (conf.retention_seconds, conf.poll_interval, conf.heartbeat_interval) == (86400.0, 1.0, 20.0)
+    assert (conf.security_key, conf.admin_token, conf.demo_agents) == (None, None, True)
+    assert (conf.host, conf.port) == ("127.0.0.1", 7777)
+
+
+def test_values_are_parsed():
+    conf = load(
+        {
+            "REDIS_URL": "redis://cache:6379/2",
+            "AGENTOS_QUEUE_PER_SESSION": "false",
+            "AGENTOS_MAX_CONCURRENCY": "0",
+            "AGENTOS_LOCK_GRACE_SECONDS": "4",
+            "AGENTOS_TIMEOUT_SECONDS": "",
+            "AGENTOS_SECURITY_KEY": "k",
+        }
+    )
+
+    assert conf.celery_broker_url == "redis://cache:6379/2", "the broker defaults to REDIS_URL"
+    assert (conf.queue_per_session, conf.max_concurrency, conf.timeout_seconds) == (False, None, None)
+    assert (conf.stop_timeout_seconds, conf.heartbeat_interval, conf.security_key) == (3.0, 4 / 3, "k")
+
+
+def test_concurrency_alias_and_precedence():
+    assert load({"AGNO_BACKGROUND_MAX_CONCURRENCY": "8"}).max_concurrency == 8
+    assert load({"AGNO_BACKGROUND_MAX_CONCURRENCY": "8", "AGENTOS_MAX_CONCURRENCY": "4"}).max_concurrency == 4
+
+
+def test_per_session_order_is_off_without_the_durable_queue():
+    assert load({"AGENTOS_QUEUE_DURABLE": "false"}).effective_queue_per_session is False
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"DATABASE_URL": "mysql://x/y"}, "DATABASE_URL must be a URL with scheme postgres or postgresql"),
+        ({"REDIS_URL": "http://x"}, "REDIS_URL must be a URL with scheme redis or rediss or unix"),
+        ({"CELERY_BROKER_URL": "sqs://x"}, "CELERY_BROKER_URL must be a URL"),
+        ({"AGENTOS_QUEUE_DURABLE": "maybe"}, "AGENTOS_QUEUE_DURABLE must be true or false"),
+        ({"AGENTOS_MAX_CONCURRENCY": "lots"}, "AGENTOS_MAX_CONCURRENCY must be an integer"),
+        ({"AGENTOS_MAX_QUEUE_DEPTH": "-1"}, "AGENTOS_MAX_QUEUE_DEPTH must be >= 0"),
+        ({"AGENTOS_MAX_ATTEMPTS": "0"}, "AGENTOS_MAX_ATTEMPTS must be >= 1"),
+        ({"AGENTOS_RETRY_DELAY_SECONDS": "soon"}, "AGENTOS_RETRY_DELAY_SECONDS must be a number of seconds"),
+        ({"AGENTOS_TIMEOUT_SECONDS": "0"}, "AGENTOS_TIMEOUT_SECONDS must be > 0"),
+        ({"AGENTOS_LOCK_GRACE_SECONDS": "2"}, "AGENTOS_LOCK_GRACE_SECONDS must be >= 3"),
+        ({"AGENTOS_STOP_TIMEOUT_SECONDS": "60"}, "AGENTOS_STOP_TIMEOUT_SECONDS must be < AGENTOS_LOCK_GRACE_SECONDS"),
+        ({"AGENTOS_RETENTION_SECONDS": "-5"}, "AGENTOS_RETENTION_SECONDS must be >= 0"),
+        ({"AGENTOS_POLL_INTERVAL": "0"}, "AGENTOS_POLL_INTERVAL must be > 0"),
+        ({"AGENTOS_POLL_INTERVAL": "nan"}, "AGENTOS_POLL_INTERVAL must be > 0"),
+        ({"AGENTOS_PORT": "0"}, "AGENTOS_PORT must be >= 1"),
+    ],
+)
+def test_bad_values_name_the_variable_and_the_rule(environ, message):
+    with pytest.raises(ConfigError) as error:
+        load(environ)
+
+    assert str(error.value).startswith(message)
+    assert "\n" not in str(error.value)
+
+
+def test_a_bad_value_stops_start_up_with_one_line():
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentos_project.settings.base", "AGENTOS_LOCK_GRACE_SECONDS": "1"}
+
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+    assert result.returncode == 2
+    assert result.stderr == "agentos: configuration error: AGENTOS_LOCK_GRACE_SECONDS must be >= 3 (got '1')\n"

@@ -1,0 +1,106 @@
+"""/config, component listings, /health, /openapi.json and the security key (CONTRACT 3.6, 3.8, 2)."""
+
+import dataclasses
+
+import pytest
+from django.test import override_settings
+
+from queueing.conf import current
+
+pytestmark = pytest.mark.django_db
+SUMMARY_KEYS = {"id", "name", "description", "db_id", "model"}
+
+
+def with_conf(**changes):
+    return override_settings(AGENTOS=dataclasses.replace(current(), **changes))
+
+
+def test_config_has_the_shape_agentos_clients_parse(api):
+    body = api.get("/config").json()
+
+    assert set(body) == {
+        "os_id",
+        "name",
+        "description",
+        "databases",
+        "agents",
+        "teams",
+        "workflows",
+        "interfaces",
+        "queue",
+    }
+    assert isinstance(body["os_id"], str) and body["databases"] == ["agentos-db"] and body["interfaces"] == []
+    assert [a["id"] for a in body["agents"]] == ["hitl-agent", "other-agent", "stub-agent"]
+    assert [t["id"] for t in body["teams"]] == ["stub-team"]
+    assert [w["id"] for w in body["workflows"]] == ["stub-workflow"]
+    for summary in body["agents"] + body["teams"] + body["workflows"]:
+        assert set(summary) == SUMMARY_KEYS
+        assert summary["model"] == {"id": "stub-model", "provider": "agentos-stub"}
+    assert body["queue"] == {"durable": True, "queue_per_session": True}
+
+
+@pytest.mark.parametrize(
+    ("changes", "queue"),
+    [
+        ({"queue_per_session": False}, {"durable": True, "queue_per_session": False}),
+        ({"queue_durable": False}, {"durable": False, "queue_per_session": False}),
+    ],
+)
+def test_config_reports_the_effective_queue(api, changes, queue):
+    with with_conf(**changes):
+        assert api.get("/config").json()["queue"] == queue
+
+
+@pytest.mark.parametrize(("path", "ids"), [("/agents", 3), ("/teams", 1), ("/workflows", 1)])
+def test_listings(api, path, ids):
+    body = api.get(path).json()
+
+    assert len(body) == ids and all(set(s) == SUMMARY_KEYS for s in body)
+
+
+def test_component_detail_and_404(api):
+    assert api.get("/agents/stub-agent").json()["name"] == "Stub Agent"
+    assert api.get("/teams/stub-team").json()["id"] == "stub-team"
+    response = api.get("/agents/missing")
+    assert (response.status_code, response.json()) == (404, {"detail": "Agent not found"})
+
+
+def test_health_answers_when_postgres_and_redis_do(api):
+    response = api.get("/health")
+
+    assert (response.status_code, response.json()["status"]) == (200, "ok")
+
+
+def test_health_names_redis_when_it_does_not_answer(api):
+    with with_conf(redis_url="redis://127.0.0.1:1/0"):
+        response = api.get("/health")
+
+    assert response.status_code == 503
+    assert response.json()["detail"] == "Redis not answering"
+
+
+def test_openapi_lists_every_endpoint(api):
+    schema = api.get("/openapi.json").json()
+
+    assert schema["openapi"].startswith("3.")
+    for path in (
+        "/agents/{component_id}/runs",
+        "/agents/{component_id}/runs/{run_id}",
+        "/teams/{component_id}/runs",
+        "/workflows/{component_id}/runs/{run_id}",
+        "/config",
+        "/health",
+        "/agents",
+    ):
+        assert path in schema["paths"], path
+
+
+def test_security_key_guards_every_endpoint_but_health(api):
+    with with_conf(security_key="s3cret"):
+        assert api.get("/health").status_code == 200
+        for path in ("/config", "/agents", "/openapi.json", "/agents/stub-agent/runs/x?session_id=s"):
+            response = api.get(path)
+            assert response.status_code == 401, path
+            assert "detail" in response.json()
+        assert api.get("/config", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
+        assert api.get("/config", HTTP_AUTHORIZATION="Bearer s3cret").status_code == 200
