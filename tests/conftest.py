@@ -15,6 +15,7 @@ import redis
 from django.db import connection
 from rest_framework.test import APIClient
 
+from agentos_project.postgres.base import clear_pools
 from queueing.conf import current
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,6 +102,13 @@ class WorkerProcess:
                 self.process.wait()
         self.log_file.close()
         return self.process.returncode
+
+
+@pytest.fixture(scope="session", autouse=True)
+def idle_connections_closed_at_the_end(django_db_setup, django_db_blocker):
+    """Pooled idle connections would keep the test database from being dropped."""
+    yield
+    clear_pools()
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ def database_from_url(url: str) -> dict:
     parts = urlsplit(url)
     query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
     return {
-        "ENGINE": "django.db.backends.postgresql",
+        "ENGINE": "agentos_project.postgres",
         "NAME": unquote(parts.path.lstrip("/")) or "postgres",
         "USER": unquote(parts.username or "postgres"),
         "PASSWORD": unquote(parts.password or ""),
@@ -58,13 +58,15 @@ INSTALLED_APPS = [
     "runs",
 ]
 
+# BodySizeLimitMiddleware is sync-only and innermost on purpose: under ASGI Django then runs the whole chain
+# (and the sync views) on one thread, instead of hopping threads for every hook of every middleware.
 MIDDLEWARE = [
-    "agentos_project.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "agentos_project.middleware.BodySizeLimitMiddleware",
 ]
 
 ROOT_URLCONF = "agentos_project.urls"

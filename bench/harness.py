@@ -1,0 +1,139 @@
+"""Benchmarks against a running agentos (`make serve`), from the outside, as a client sees it.
+
+Every figure is a median over `repeats` with min and max, so one noisy run does not decide it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import statistics
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import requests
+
+AGENT = "stub-agent"
+FINISHED = ("COMPLETED", "ERROR", "CANCELLED")
+
+
+@dataclasses.dataclass
+class Figure:
+    name: str
+    unit: str
+    samples: list[float]
+
+    def line(self) -> str:
+        median = statistics.median(self.samples)
+        return (
+            f"{self.name:<40} {median:>10.2f} {self.unit:<6} (min {min(self.samples):.2f}, max {max(self.samples):.2f})"
+        )
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+class Client:
+    def __init__(self, url: str):
+        self.url = url.rstrip("/")
+        self.local = threading.local()
+
+    @property
+    def http(self) -> requests.Session:
+        if not hasattr(self.local, "session"):
+            self.local.session = requests.Session()
+        return self.local.session
+
+    def submit(self, session_id: str, message: str) -> tuple[str, float, float]:
+        """Submit a background run; returns (run_id, seconds the 202 took, wall-clock time it was sent)."""
+        sent = time.time()
+        started = time.perf_counter()
+        response = self.http.post(
+            f"{self.url}/agents/{AGENT}/runs",
+            data={"message": message, "session_id": session_id, "background": "true", "stream": "false"},
+            timeout=30,
+        )
+        elapsed = time.perf_counter() - started
+        if response.status_code != 202:
+            raise RuntimeError(f"submit answered {response.status_code}: {response.text[:200]}")
+        return response.json()["run_id"], elapsed, sent
+
+    def poll(self, run_id: str, session_id: str) -> dict:
+        response = self.http.get(
+            f"{self.url}/agents/{AGENT}/runs/{run_id}", params={"session_id": session_id}, timeout=30
+        )
+        response.raise_for_status()
+        return response.json()
+
+
+def submit_all(client: Client, plan: list[tuple[str, str]], clients: int) -> list[tuple[str, str, float, float]]:
+    """Submit (session, message) pairs from `clients` threads, each session's runs in order on one thread."""
+    by_session: dict[str, list[str]] = {}
+    for session_id, message in plan:
+        by_session.setdefault(session_id, []).append(message)
+
+    def one_session(item):
+        session_id, messages = item
+        return [(session_id, *client.submit(session_id, message)) for message in messages]
+
+    with ThreadPoolExecutor(clients) as pool:
+        return [row for rows in pool.map(one_session, by_session.items()) for row in rows]
+
+
+def wait_finished(client: Client, runs: list[tuple[str, str]], timeout: float) -> list[dict]:
+    """Wait until every run is terminal; returns their poll bodies.
+
+    Runs of a session finish in order, so only each session's last run is polled until it ends (a light load
+    on the server being measured); then every run is read once.
+    """
+    last_of_session = {session_id: run_id for run_id, session_id in runs}
+    deadline = time.monotonic() + timeout
+    with ThreadPoolExecutor(4) as pool:
+        pending = {run_id: session_id for session_id, run_id in last_of_session.items()}
+        while pending:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{len(pending)} sessions did not finish within {timeout}s")
+            for body in pool.map(lambda item: client.poll(*item), list(pending.items())):
+                if body["status"] in FINISHED:
+                    pending.pop(body["run_id"])
+            if pending:
+                time.sleep(0.5)
+        bodies = list(pool.map(lambda item: client.poll(*item), runs))
+    unfinished = [body for body in bodies if body["status"] not in FINISHED]
+    if unfinished:
+        return wait_finished(client, [(b["run_id"], b["session_id"]) for b in unfinished], timeout) + [
+            body for body in bodies if body["status"] in FINISHED
+        ]
+    return bodies
+
+
+def _epoch(iso: str) -> float:
+    return datetime.datetime.fromisoformat(iso).timestamp()
+
+
+def accept_latency(client: Client, *, clients: int = 16, total: int = 800) -> tuple[float, float]:
+    """p50 and p99 (ms) of the 202, `clients` threads submitting `sleep=0` runs on distinct sessions."""
+    tag = uuid.uuid4().hex[:6]
+    plan = [(f"acc-{tag}-{i}", "bench sleep=0") for i in range(total)]
+    rows = submit_all(client, plan, clients)
+    latencies = [elapsed * 1000 for _, _, elapsed, _ in rows]
+    wait_finished(client, [(run_id, session) for session, run_id, _, _ in rows], timeout=600)
+    return percentile(latencies, 0.50), percentile(latencies, 0.99)
+
+
+def drain(client: Client, *, runs: int, sessions: int, clients: int = 16) -> float:
+    """Runs per second from the first submit to the last completion (completion times as the server stored them)."""
+    tag = uuid.uuid4().hex[:6]
+    plan = [(f"drain-{tag}-{i % sessions}", f"run {i} sleep=0") for i in range(runs)]
+    rows = submit_all(client, plan, clients)
+    first_sent = min(sent for _, _, _, sent in rows)
+    bodies = wait_finished(client, [(run_id, session) for session, run_id, _, _ in rows], timeout=900)
+    failed = [body for body in bodies if body["status"] != "COMPLETED"]
+    if failed:
+        raise RuntimeError(f"{len(failed)} runs did not complete, e.g. {failed[0]}")
+    last_done = max(_epoch(body["completed_at"]) for body in bodies)
+    return runs / (last_done - first_sent)
