@@ -26,6 +26,7 @@ def start_heartbeat(**_kwargs) -> None:
     """Refresh this process's leases on a thread of its own, every max(1, grace/3) seconds."""
     from queueing.conf import current
     from queueing.heartbeat import Heartbeat
-    from queueing.worker import worker_identity
+    from queueing.worker import active_claims, worker_identity
 
-    Heartbeat(worker_id=worker_identity(), interval=current().heartbeat_interval).start()
+    interval = current().heartbeat_interval
+    Heartbeat(worker_id=worker_identity(), interval=interval, claims=active_claims.snapshot).start()

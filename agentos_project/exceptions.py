@@ -1,10 +1,9 @@
 """One place that turns exceptions into `{"detail": ...}` answers (CONTRACT 3.1, 14)."""
 
 from django.core.exceptions import RequestDataTooBig
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError
 from rest_framework import status
 from rest_framework.exceptions import APIException, ParseError
-from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 
@@ -18,34 +17,31 @@ class DatabaseUnavailable(APIException):
     default_detail = "Database unavailable; the run was not accepted, retry shortly"
 
 
-def exception_handler(exc, context):
-    if isinstance(exc, (OperationalError, InterfaceError)):
-        exc = DatabaseUnavailable()
-    elif isinstance(exc, RequestDataTooBig):
-        exc = BodyTooLarge()
-    elif isinstance(exc, ParseError):
-        exc = RequestInvalid([{"type": "json_invalid", "loc": ["body"], "msg": str(exc.detail), "input": None}])
-    elif isinstance(exc, DatabaseError):
-        raise exc
-    response = drf_exception_handler(exc, context)
-    if response is None:
-        return None
-    headers = getattr(exc, "headers", None) or {}
-    for name, value in headers.items():
-        response[name] = value
-    if isinstance(response.data, dict) and "detail" in response.data:
-        return response
-    return Response({"detail": response.data}, status=response.status_code, headers=response.headers)
-
-
 class RequestInvalid(APIException):
-    """422 with FastAPI's list of field errors, the shape AgentOS clients already parse."""
+    """422 with FastAPI's list of field errors (`type`, `loc`, `msg`, `input`), the shape AgentOS clients parse."""
 
     status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
 
     def __init__(self, errors: list[dict]):
         self.detail = errors
 
-    @classmethod
-    def field(cls, location: str, name: str, message: str, kind: str, value=None) -> "RequestInvalid":
-        return cls([{"type": kind, "loc": [location, name], "msg": message, "input": value}])
+
+def exception_handler(exc, context):
+    """DRF's handler, after mapping database outages to 503, oversized bodies to 413 and bad JSON to 422.
+
+    Every answer is `{"detail": ...}`; an exception's `headers` (e.g. Retry-After) are sent along.
+    """
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        exc = DatabaseUnavailable()
+    elif isinstance(exc, RequestDataTooBig):
+        exc = BodyTooLarge()
+    elif isinstance(exc, ParseError):
+        exc = RequestInvalid([{"type": "json_invalid", "loc": ["body"], "msg": str(exc.detail), "input": None}])
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if not (isinstance(response.data, dict) and "detail" in response.data):
+        response.data = {"detail": response.data}
+    for name, value in (getattr(exc, "headers", None) or {}).items():
+        response[name] = value
+    return response

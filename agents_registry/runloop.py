@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from .chat_models import ToolCall
@@ -76,7 +77,8 @@ def run_agent(agent, request: RunRequest, ctx: RunContext, *, kind: str = "agent
         assistant = {"role": "assistant", "content": text}
         if calls:
             assistant["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                for c in calls
             ]
         messages.append(assistant)
         if not calls:

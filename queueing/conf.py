@@ -85,8 +85,8 @@ class _Reader:
             return False
         raise ConfigError(f"{name} must be true or false (got {value!r})")
 
-    def integer(self, name: str, default: int, *, minimum: int | None = None, value: str | None = None) -> int:
-        value = self.raw(name) if value is None else value
+    def integer(self, name: str, default: int, *, minimum: int | None = None) -> int:
+        value = self.raw(name)
         if value is None:
             return default
         try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from django.db import close_old_connections, connection
 
@@ -16,20 +17,31 @@ log = logging.getLogger("agentos.queue")
 
 
 class Heartbeat(threading.Thread):
-    def __init__(self, *, worker_id: str, interval: float):
+    """Every `interval` seconds, refresh the leases of the attempts `claims()` names."""
+
+    def __init__(self, *, worker_id: str, interval: float, claims: Callable[[], list[tuple[str, int]]]):
         super().__init__(name="agentos-heartbeat", daemon=True)
         self.worker_id = worker_id
         self.interval = interval
+        self.claims = claims
         self.stopped = threading.Event()
 
     def run(self) -> None:
-        while not self.stopped.wait(self.interval):
-            try:
+        try:
+            while not self.stopped.wait(self.interval):
+                self.beat()
+        finally:
+            connection.close()
+
+    def beat(self) -> None:
+        try:
+            claims = self.claims()
+            if claims:
                 close_old_connections()
-                ticket_heartbeat(worker_id=self.worker_id)
-            except Exception as error:  # the database is away: keep beating, it may come back within the grace
-                log.warning("heartbeat failed worker=%s error=%s", self.worker_id, error)
-                connection.close()
+                ticket_heartbeat(worker_id=self.worker_id, claims=claims)
+        except Exception as error:  # the database is away: keep beating, it may come back within the grace
+            log.warning("heartbeat failed worker=%s error=%s", self.worker_id, error)
+            connection.close()
 
     def stop(self) -> None:
         self.stopped.set()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.db import connection
+
 from .models import Ticket, TicketStatus
 
 
@@ -14,3 +16,16 @@ def queue_is_full(*, max_depth: int) -> bool:
 
 def ticket_get(*, ticket_id) -> Ticket | None:
     return Ticket.objects.filter(pk=ticket_id).first()
+
+
+def ticket_seconds_until_available(*, ticket_id) -> float | None:
+    """For a queued ticket that may run but whose backoff has not ended: seconds left (database clock); else None."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT extract(epoch FROM available_at - statement_timestamp()) FROM {Ticket._meta.db_table} "
+            "WHERE id = %s AND status = 'queued' AND (is_head OR NOT serialized) "
+            "AND available_at > statement_timestamp()",
+            [ticket_id],
+        )
+        row = cursor.fetchone()
+    return float(row[0]) if row else None

@@ -1,7 +1,7 @@
 """The sweeper: stale leases, lost messages and retention, one pass every AGENTOS_POLL_INTERVAL.
 
-Every change it makes is a guarded update in `tickets`, and candidates are read with SKIP LOCKED, so any
-number of sweepers (one per replica) can run at once without stepping on each other.
+Every change it makes is a guarded update in `tickets`, so any number of sweepers (one per replica) can run at
+once: a ticket two sweepers pick is changed by one of them and left alone by the other.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.db.models.functions import Now
 from . import dispatch
 from .conf import Conf
 from .models import Ticket, TicketStatus
-from .tickets import ticket_fail_stale, ticket_prune
+from .tickets import ticket_fail_stale, ticket_note_dispatch, ticket_prune
 
 log = logging.getLogger("agentos.sweeper")
 BATCH = 500
@@ -45,8 +45,11 @@ def sweep_once(conf: Conf) -> SweepReport:
         if ticket_fail_stale(ticket_id=ticket_id, grace_seconds=conf.lock_grace_seconds):
             log.info("ticket=%s status=failed reason=lease-expired", ticket_id)
             report.failed += 1
-    for ticket_id in stale.filter(attempt__lt=F("max_attempts")).values_list("pk", flat=True)[:BATCH]:
+    grace = datetime.timedelta(seconds=conf.lock_grace_seconds)
+    reclaimable = stale.filter(attempt__lt=F("max_attempts"), updated_at__lt=Now() - grace)
+    for ticket_id in reclaimable.values_list("pk", flat=True)[:BATCH]:
         if dispatch.publish(ticket_id):
+            ticket_note_dispatch(ticket_id=ticket_id)
             report.redispatched += 1
     report.pruned = ticket_prune(retention_seconds=conf.retention_seconds)
     return report

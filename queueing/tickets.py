@@ -30,9 +30,10 @@ import datetime
 import enum
 import json
 import uuid
+from collections.abc import Iterable
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from . import dispatch
@@ -142,15 +143,29 @@ def _update_returning(sql: str, params: list) -> tuple | None:
         return cursor.fetchone()
 
 
-def _owned(claim: Claim):
+def ticket_owned(claim: Claim):
+    """The ticket, only while `claim` still owns it (running, this worker, this attempt): the fence of every write."""
     return Ticket.objects.filter(
         pk=claim.ticket_id, status=TicketStatus.RUNNING, locked_by=claim.worker_id, attempt=claim.attempt
     )
 
 
-def ticket_heartbeat(*, worker_id: str) -> int:
-    """Refresh every lease `worker_id` holds (locked_at = now()); returns how many. Idempotent."""
-    return Ticket.objects.filter(status=TicketStatus.RUNNING, locked_by=worker_id).update(locked_at=Now())
+def ticket_heartbeat(*, worker_id: str, claims: Iterable[tuple[str, int]]) -> int:
+    """Refresh the leases of the attempts `worker_id` is executing now (locked_at = now()); returns how many.
+
+    Only the (ticket id, attempt) pairs named are touched, so a lease whose attempt this process abandoned
+    goes stale as it should. Idempotent.
+    """
+    match = Q(pk__in=[])
+    for ticket_id, attempt in claims:
+        match |= Q(pk=ticket_id, attempt=attempt)
+    return Ticket.objects.filter(match, status=TicketStatus.RUNNING, locked_by=worker_id).update(locked_at=Now())
+
+
+def ticket_note_dispatch(*, ticket_id: str) -> bool:
+    """Record that a stale running ticket was dispatched for reclaim (updated_at = now()), so the sweeper sends
+    it one message per grace rather than one per pass. Changes no state."""
+    return bool(Ticket.objects.filter(pk=ticket_id, status=TicketStatus.RUNNING).update(updated_at=Now()))
 
 
 def ticket_finish(*, claim: Claim, outcome: Outcome) -> bool:
@@ -164,7 +179,7 @@ def ticket_finish(*, claim: Claim, outcome: Outcome) -> bool:
     terminal = outcome.status != TicketStatus.PAUSED
     with transaction.atomic():
         session_lock(claim.session_id)
-        changed = _owned(claim).update(
+        changed = ticket_owned(claim).update(
             status=outcome.status,
             error=outcome.error,
             locked_by=None,
@@ -187,7 +202,7 @@ def ticket_retry(*, claim: Claim, outcome: Outcome, delay_seconds: float) -> boo
     """
     with transaction.atomic():
         changed = (
-            _owned(claim)
+            ticket_owned(claim)
             .filter(attempt__lt=F("max_attempts"))
             .update(
                 status=TicketStatus.QUEUED,

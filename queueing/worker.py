@@ -2,22 +2,56 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
+import threading
+import uuid
 
+from . import dispatch
 from .conf import current
 from .executor import Claim, Outcome, get_executor
 from .models import TicketStatus
 from .retry import backoff_delay
+from .selectors import ticket_seconds_until_available
 from .tickets import ticket_claim, ticket_finish, ticket_retry
 
 log = logging.getLogger("agentos.queue")
 
 
+@functools.cache
+def _identity(pid: int) -> str:
+    return f"{socket.gethostname()}:{pid}:{uuid.uuid4().hex[:8]}"
+
+
 def worker_identity() -> str:
-    """This process's lease owner name: host and pid (all threads of a worker share its leases)."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """This process's lease owner name: host, pid and a random tag, so a restarted process with the same host
+    and pid (a container's PID 1) is not mistaken for its predecessor. All threads of a process share it."""
+    return _identity(os.getpid())
+
+
+class ActiveClaims:
+    """The attempts this process is executing now; the heartbeat refreshes exactly these leases."""
+
+    def __init__(self) -> None:
+        self._claims: set[tuple[str, int]] = set()
+        self._lock = threading.Lock()
+
+    def add(self, claim: Claim) -> None:
+        with self._lock:
+            self._claims.add((claim.ticket_id, claim.attempt))
+
+    def discard(self, claim: Claim) -> None:
+        with self._lock:
+            self._claims.discard((claim.ticket_id, claim.attempt))
+
+    def snapshot(self) -> list[tuple[str, int]]:
+        with self._lock:
+            return list(self._claims)
+
+
+active_claims = ActiveClaims()
 
 
 def worker_execute(*, ticket_id: str) -> bool:
@@ -29,15 +63,24 @@ def worker_execute(*, ticket_id: str) -> bool:
     conf = current()
     claim = ticket_claim(ticket_id=ticket_id, worker_id=worker_identity(), grace_seconds=conf.lock_grace_seconds)
     if claim is None:
-        log.info("ticket=%s not claimable (duplicate, early or taken); message dropped", ticket_id)
+        wait = ticket_seconds_until_available(ticket_id=ticket_id)
+        if wait is not None:
+            log.info("ticket=%s early (backoff ends in %.2fs); published again for then", ticket_id, wait)
+            dispatch.publish(ticket_id, countdown=wait)
+        else:
+            log.info("ticket=%s not claimable (duplicate, late or taken); message dropped", ticket_id)
         return False
     log.info("ticket=%s session=%s status=running attempt=%s worker=%s", *_ids(claim), claim.worker_id)
+    active_claims.add(claim)
     try:
-        outcome = get_executor().execute(claim)
-    except Exception as error:
-        log.exception("ticket=%s executor raised", ticket_id)
-        outcome = Outcome(TicketStatus.FAILED, error=str(error) or type(error).__name__, retryable=True)
-    settle_attempt(claim, outcome)
+        try:
+            outcome = get_executor().execute(claim)
+        except Exception as error:
+            log.exception("ticket=%s executor raised", ticket_id)
+            outcome = Outcome(TicketStatus.FAILED, error=str(error) or type(error).__name__, retryable=True)
+        settle_attempt(claim, outcome)
+    finally:
+        active_claims.discard(claim)
     return True
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from queueing.conf import current
 from queueing.executor import Claim, Outcome, Settlement
 from queueing.models import TicketStatus
+from queueing.tickets import ticket_owned
 
 from .execution import LegResult, run_leg
 from .models import RunStatus
@@ -21,7 +22,7 @@ FENCED = "A newer attempt started this run"
 class RunExecutor:
     def execute(self, claim: Claim) -> Outcome:
         """Start the run for this attempt and run one leg; nothing is written until the ticket settles."""
-        run = run_start(run_id=claim.ticket_id, attempt=claim.attempt)
+        run = run_start(run_id=claim.ticket_id, attempt=claim.attempt, while_owned=ticket_owned(claim))
         if run is None:
             return Outcome(TicketStatus.FAILED, error=FENCED)
         leg = run_leg(run, attempt=claim.attempt, timeout_seconds=current().timeout_seconds)

@@ -7,6 +7,7 @@ import json
 import uuid
 
 from django.db import connection, transaction
+from django.db.models import Exists, QuerySet
 from django.db.models.functions import Now
 
 from agents_registry.components import Component
@@ -104,14 +105,19 @@ def run_submit(*, submission: Submission) -> Run:
     return run
 
 
-def run_start(*, run_id: str, attempt: int) -> Run | None:
-    """Mark the run RUNNING for `attempt`; None when a newer attempt already started it (fenced)."""
-    changed = Run.objects.filter(pk=run_id, attempt__lt=attempt).update(
-        status=RunStatus.RUNNING, attempt=attempt, started_at=Now()
-    )
-    if not changed:
+def run_start(*, run_id, attempt: int, while_owned: QuerySet | None = None) -> Run | None:
+    """Mark the run RUNNING for `attempt`; None when fenced off.
+
+    Fenced twice: no newer attempt may have started the run, and when `while_owned` (the ticket filtered to the
+    claim that owns it) is given, the claim must still own its ticket, so a worker that stalled past the grace
+    cannot flip a swept run back to RUNNING.
+    """
+    runs = Run.objects.filter(pk=run_id, attempt__lt=attempt)
+    if while_owned is not None:
+        runs = runs.filter(Exists(while_owned))
+    if not runs.update(status=RunStatus.RUNNING, attempt=attempt, started_at=Now()):
         return None
-    return Run.objects.select_related(None).get(pk=run_id)
+    return Run.objects.get(pk=run_id)
 
 
 def run_execute_inline(*, submission: Submission) -> Run:

@@ -15,7 +15,7 @@ import redis
 from django.db import connection
 from rest_framework.test import APIClient
 
-from agentos_project.postgres.base import clear_pools
+from agentos_project.postgres.base import close_pools
 from queueing.conf import current
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,11 +104,11 @@ class WorkerProcess:
         return self.process.returncode
 
 
-@pytest.fixture(scope="session", autouse=True)
-def idle_connections_closed_at_the_end(django_db_setup, django_db_blocker):
-    """Pooled idle connections would keep the test database from being dropped."""
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup):
+    """pytest-django's test databases; pooling stops before they are dropped (an idle connection would block it)."""
     yield
-    clear_pools()
+    close_pools()
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ checking it with a round trip first, so a server restart costs a reconnect rathe
 
 from __future__ import annotations
 
+import os
 import threading
 
 import psycopg2
@@ -65,16 +66,28 @@ _pools: dict[str, IdlePool] = {}
 _pools_lock = threading.Lock()
 
 
+def _forget_inherited_connections() -> None:
+    """In a forked child, idle connections belong to the parent: drop them without closing the parent's sockets."""
+    for pool in _pools.values():
+        pool.idle = []
+        pool.lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_inherited_connections)
+
+
 def pool_for(conn_params: dict) -> IdlePool:
     key = repr(sorted((k, str(v)) for k, v in conn_params.items()))
     with _pools_lock:
         return _pools.setdefault(key, IdlePool())
 
 
-def clear_pools() -> None:
-    """Close every idle connection (before dropping a database, or at shutdown)."""
+def close_pools() -> None:
+    """Stop pooling in this process and close every idle connection (before dropping a database)."""
     with _pools_lock:
         pools = list(_pools.values())
+        for pool in pools:
+            pool.limit = 0
     for pool in pools:
         pool.clear()
 

@@ -5,6 +5,7 @@ the row exactly as it was.
 """
 
 import pytest
+from django.db.models import F
 
 from queueing.executor import Claim, Outcome
 from queueing.models import Ticket
@@ -91,9 +92,10 @@ def test_heartbeat_refreshes_only_the_owners_leases(db):
     backdate(ticket_id, seconds=30)
     stale = snapshot(ticket_id)
 
-    assert ticket_heartbeat(worker_id="someone-else") == 0
+    assert ticket_heartbeat(worker_id="someone-else", claims=[(ticket_id, owner.attempt)]) == 0
+    assert ticket_heartbeat(worker_id=owner.worker_id, claims=[(ticket_id, owner.attempt + 1)]) == 0
     assert snapshot(ticket_id) == stale
-    assert ticket_heartbeat(worker_id=owner.worker_id) == 1
+    assert ticket_heartbeat(worker_id=owner.worker_id, claims=[(ticket_id, owner.attempt)]) == 1
     assert snapshot(ticket_id)["locked_at"] > stale["locked_at"]
 
 
@@ -235,33 +237,76 @@ def intruder(ticket_id: str) -> Claim:
     return Claim(ticket_id, 1, row["max_attempts"], "intruder", row["session_id"], row["payload"])
 
 
+def make_stale_and_spent(ticket_id: str) -> None:
+    """Lease long expired and budget spent, so only the status can stop a sweep."""
+    backdate(ticket_id)
+    Ticket.objects.filter(pk=ticket_id).update(max_attempts=F("attempt"))
+
+
+def make_old(ticket_id: str) -> None:
+    """Completed (if at all) long ago, so only the status can stop a prune."""
+    backdate(ticket_id, field="completed_at", seconds=7200)
+    backdate(ticket_id, field="updated_at", seconds=7200)
+
+
+# Each event gets the ticket and the claim of the attempt that last ran it (None if it never ran), under the
+# conditions in which only the status decides: the real owner, an expired lease, an old completion.
 EVENTS = {
-    "claim": lambda t: claim(t, "intruder"),
-    "heartbeat": lambda t: ticket_heartbeat(worker_id="intruder"),
-    "finish": lambda t: finish(intruder(t), "completed"),
-    "retry": lambda t: ticket_retry(claim=intruder(t), outcome=Outcome("failed", retryable=True), delay_seconds=0),
-    "sweep": lambda t: ticket_fail_stale(ticket_id=t, grace_seconds=60),
-    "cancel": lambda t: ticket_cancel(ticket_id=t, error="x"),
-    "continue": lambda t: ticket_continue(ticket_id=t),
-    "requeue": lambda t: ticket_requeue(ticket_id=t, grace_seconds=60, force=True) == RequeueResult.REQUEUED,
-    "prune": lambda t: ticket_prune(retention_seconds=3600),
+    "claim": lambda t, owner: claim(t, "another-worker"),
+    "heartbeat": lambda t, owner: (
+        owner is not None and ticket_heartbeat(worker_id=owner.worker_id, claims=[(t, owner.attempt)])
+    ),
+    "finish": lambda t, owner: finish(owner or intruder(t), "completed"),
+    "retry": lambda t, owner: ticket_retry(
+        claim=owner or intruder(t), outcome=Outcome("failed", retryable=True), delay_seconds=0
+    ),
+    "sweep": lambda t, owner: ticket_fail_stale(ticket_id=t, grace_seconds=60),
+    "cancel": lambda t, owner: ticket_cancel(ticket_id=t, error="x"),
+    "continue": lambda t, owner: ticket_continue(ticket_id=t),
+    "requeue": lambda t, owner: ticket_requeue(ticket_id=t, grace_seconds=60, force=True) == RequeueResult.REQUEUED,
+    "prune": lambda t, owner: ticket_prune(retention_seconds=3600),
 }
+PREPARE = {"sweep": make_stale_and_spent, "prune": make_old}
 ALLOWED = {
     ("claim", "queued"),
+    ("heartbeat", "running"),
+    ("finish", "running"),
+    ("retry", "running"),
+    ("sweep", "running"),
     ("cancel", "queued"),
     ("cancel", "paused"),
     ("continue", "paused"),
     ("requeue", "failed"),
     ("requeue", "cancelled"),
+    ("prune", "completed"),
+    ("prune", "failed"),
+    ("prune", "cancelled"),
 }
 DISALLOWED = [(event, state) for event in sorted(EVENTS) for state in STATES if (event, state) not in ALLOWED]
+REPEATABLE = {"heartbeat"}
+
+
+@pytest.mark.parametrize(("event", "state"), sorted(ALLOWED))
+def test_allowed_transitions_succeed_once(db, event, state):
+    ticket_id, owner = ticket_in(state)
+    prepare = PREPARE.get(event, lambda t: None)
+    prepare(ticket_id)
+
+    assert EVENTS[event](ticket_id, owner)
+    if event in REPEATABLE:
+        return
+    prepare(ticket_id)
+    after = snapshot(ticket_id)
+    assert not EVENTS[event](ticket_id, owner), "a repeat is a no-op"
+    assert snapshot(ticket_id) == after
 
 
 @pytest.mark.parametrize(("event", "state"), DISALLOWED)
 def test_disallowed_transitions_change_nothing(db, event, state):
-    """Non-owners, fresh leases, young terminal tickets and wrong states: the guard matches no row."""
-    ticket_id, _ = ticket_in(state)
+    """Only the status stands in the way (real owner, expired lease, old completion): the guard matches no row."""
+    ticket_id, owner = ticket_in(state)
+    PREPARE.get(event, lambda t: None)(ticket_id)
     before = snapshot(ticket_id)
 
-    assert not EVENTS[event](ticket_id)
+    assert not EVENTS[event](ticket_id, owner)
     assert snapshot(ticket_id) == before

@@ -16,13 +16,15 @@ class Command(BaseCommand):
 
     def handle(self, *args, url, repeats, clients, accept_runs, runs, sessions, **options):
         client = Client(url)
-        p50, p99, rate = [], [], []
+        single, p50, p99, rate = [], [], [], []
         for _ in range(repeats):
+            single.append(accept_latency(client, clients=1, total=100)[0])
             low, high = accept_latency(client, clients=clients, total=accept_runs)
             p50.append(low)
             p99.append(high)
             rate.append(drain(client, runs=runs, sessions=sessions, clients=clients))
         for figure in (
+            Figure("accept latency p50 (1 client)", "ms", single),
             Figure(f"accept latency p50 ({clients} clients)", "ms", p50),
             Figure(f"accept latency p99 ({clients} clients)", "ms", p99),
             Figure(f"drain {runs} runs / {sessions} sessions", "runs/s", rate),

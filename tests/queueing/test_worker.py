@@ -1,0 +1,73 @@
+"""The worker's handling of messages, and what accept publishes, read back from the real Redis broker."""
+
+import base64
+import datetime
+import json
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+
+from queueing.executor import Outcome
+from queueing.tickets import ticket_retry
+from queueing.worker import worker_execute
+
+from .conftest import accept, claim, set_budget
+
+QUEUE = "agentos"
+
+
+def broker_messages(redis_db) -> list[dict]:
+    """The Celery messages waiting in the test broker, oldest first: (args, kwargs, headers)."""
+    messages = []
+    for raw in reversed(redis_db.lrange(QUEUE, 0, -1)):
+        envelope = json.loads(raw)
+        args, kwargs, _ = json.loads(base64.b64decode(envelope["body"]))
+        messages.append({"args": args, "kwargs": kwargs, "headers": envelope["headers"]})
+    return messages
+
+
+@pytest.mark.django_db(transaction=True)
+def test_accept_publishes_only_after_commit_and_the_message_carries_only_the_ticket_id(redis_db):
+    with transaction.atomic():
+        ticket_id = accept(session_id="publish-1")
+        assert broker_messages(redis_db) == []
+
+    messages = broker_messages(redis_db)
+    assert [(m["args"], m["kwargs"], m["headers"]["task"]) for m in messages] == [
+        ([ticket_id], {}, "agentos.execute_ticket")
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_ticket_behind_its_session_head_gets_no_message(redis_db):
+    accept(session_id="publish-2")
+    accept(session_id="publish-2")
+
+    assert len(broker_messages(redis_db)) == 1
+
+
+@pytest.mark.django_db
+def test_an_early_message_for_a_ticket_in_backoff_is_published_again_for_when_it_ends(redis_db):
+    ticket_id = accept(session_id="early-1")
+    set_budget(ticket_id, 2)
+    owner = claim(ticket_id)
+    assert ticket_retry(claim=owner, outcome=Outcome("failed", error="boom", retryable=True), delay_seconds=60)
+    redis_db.delete(QUEUE)
+
+    assert worker_execute(ticket_id=ticket_id) is False
+
+    [message] = broker_messages(redis_db)
+    assert message["args"] == [ticket_id]
+    eta = datetime.datetime.fromisoformat(message["headers"]["eta"])
+    assert timezone.now() + datetime.timedelta(seconds=50) < eta < timezone.now() + datetime.timedelta(seconds=61)
+
+
+@pytest.mark.django_db
+def test_a_message_for_a_finished_ticket_is_dropped(redis_db):
+    ticket_id = accept(session_id="late-1")
+    assert worker_execute(ticket_id=ticket_id) is True
+    redis_db.delete(QUEUE)
+
+    assert worker_execute(ticket_id=ticket_id) is False
+    assert broker_messages(redis_db) == []
