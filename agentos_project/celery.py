@@ -3,7 +3,7 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_init, worker_ready
+from celery.signals import worker_init, worker_ready, worker_shutting_down
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentos_project.settings.base")
 
@@ -30,3 +30,11 @@ def start_heartbeat(**_kwargs) -> None:
 
     interval = current().heartbeat_interval
     Heartbeat(worker_id=worker_identity(), interval=interval, claims=active_claims.snapshot).start()
+
+
+@worker_shutting_down.connect
+def stop_hand_offs(**_kwargs) -> None:
+    """During a warm shutdown, a finished run's successor goes back to the broker for another worker."""
+    from queueing.worker import stop_handing_off
+
+    stop_handing_off()

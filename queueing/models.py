@@ -73,6 +73,11 @@ class Ticket(models.Model):
         indexes = [
             models.Index(fields=["session_id", "session_seq"], condition=Q(status__in=LIVE), name="ticket_live_by_seq"),
             models.Index(fields=["available_at"], condition=Q(status=TicketStatus.QUEUED), name="ticket_queued"),
+            models.Index(
+                fields=["available_at"],
+                condition=Q(status=TicketStatus.QUEUED) & (Q(is_head=True) | Q(serialized=False)),
+                name="ticket_claimable",
+            ),
             models.Index(fields=["locked_at"], condition=Q(status=TicketStatus.RUNNING), name="ticket_running_lease"),
             models.Index(fields=["completed_at"], condition=Q(status__in=TERMINAL), name="ticket_terminal"),
             models.Index(fields=["status", "created_at"], name="ticket_status_created"),

@@ -29,3 +29,17 @@ def ticket_seconds_until_available(*, ticket_id) -> float | None:
         )
         row = cursor.fetchone()
     return float(row[0]) if row else None
+
+
+def ticket_waiting_on(*, ticket_id) -> str | None:
+    """What a waiting ticket waits for (CONTRACT 5.3): its session's head (the running or paused holder, else the
+    earliest queued ticket ahead of it). None when the ticket is not waiting behind another."""
+    table = Ticket._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT head.id FROM {table} AS t JOIN {table} AS head ON head.session_id = t.session_id AND head.is_head "
+            "WHERE t.id = %s AND t.status = 'queued' AND t.serialized AND NOT t.is_head",
+            [ticket_id],
+        )
+        row = cursor.fetchone()
+    return str(row[0]) if row else None

@@ -15,7 +15,7 @@ from django.db import close_old_connections, connection
 from django.db.models import F
 from django.db.models.functions import Now
 
-from . import dispatch
+from . import router
 from .conf import Conf
 from .models import Ticket, TicketStatus
 from .tickets import ticket_fail_stale, ticket_note_dispatch, ticket_prune
@@ -48,7 +48,7 @@ def sweep_once(conf: Conf) -> SweepReport:
     grace = datetime.timedelta(seconds=conf.lock_grace_seconds)
     reclaimable = stale.filter(attempt__lt=F("max_attempts"), updated_at__lt=Now() - grace)
     for ticket_id in reclaimable.values_list("pk", flat=True)[:BATCH]:
-        if dispatch.publish(ticket_id):
+        if router.publish(ticket_id):
             ticket_note_dispatch(ticket_id=ticket_id)
             report.redispatched += 1
     report.pruned = ticket_prune(retention_seconds=conf.retention_seconds)

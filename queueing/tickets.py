@@ -26,6 +26,7 @@ The transition table, which `tests/queueing/test_transitions.py` walks:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import enum
 import json
@@ -36,7 +37,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Now
 
-from . import dispatch
+from . import router
 from .executor import Claim, Outcome, Settlement, get_executor
 from .models import TERMINAL, Ticket, TicketStatus
 
@@ -103,7 +104,7 @@ def ticket_accept(
         request_digest=request_digest,
     )
     if ticket.is_head or not serialized:
-        dispatch.on_commit(ticket.id)
+        router.on_commit(ticket.id)
     return ticket
 
 
@@ -111,22 +112,26 @@ def ticket_claim(*, ticket_id: str, worker_id: str, grace_seconds: float) -> Cla
     """Take a ticket for one attempt: queued → running, or a stale running lease → running (reclaim).
 
     A queued ticket is claimable when available and its session's head (or unordered); a running one when its
-    lease is older than the grace. Either way budget must be left. Sets attempt+1, locked_by, locked_at = now()
-    (database clock). Idempotent for redelivered messages: the second claim matches nothing and returns None.
+    lease is older than the grace. Either way budget must be left. The same statement re-checks that no live
+    ticket of a serialized session precedes it, so even a head flag gone wrong could not break the order.
+    Sets attempt+1, locked_by, locked_at = now() (database clock). Idempotent for redelivered messages: the
+    second claim matches nothing and returns None.
     """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            UPDATE {TABLE} SET status = 'running', attempt = attempt + 1, locked_by = %s,
-                   locked_at = statement_timestamp(), updated_at = statement_timestamp()
-            WHERE id = %s AND attempt < max_attempts AND (
-                (status = 'queued' AND available_at <= statement_timestamp() AND (is_head OR NOT serialized))
-                OR (status = 'running' AND locked_at < statement_timestamp() - %s * interval '1 second'))
-            RETURNING attempt, max_attempts, session_id, payload
-            """,
-            [worker_id, ticket_id, grace_seconds],
-        )
-        row = cursor.fetchone()
+    row = _update_returning(
+        f"""
+        UPDATE {TABLE} AS t SET status = 'running', attempt = t.attempt + 1, locked_by = %s,
+               locked_at = statement_timestamp(), updated_at = statement_timestamp()
+        WHERE t.id = %s AND t.attempt < t.max_attempts
+          AND ((t.status = 'queued' AND t.available_at <= statement_timestamp() AND (t.is_head OR NOT t.serialized))
+               OR (t.status = 'running' AND t.locked_at < statement_timestamp() - %s * interval '1 second'))
+          AND NOT (t.serialized AND EXISTS (
+                SELECT 1 FROM {TABLE} AS earlier
+                WHERE earlier.session_id = t.session_id AND earlier.serialized
+                  AND earlier.status IN {_LIVE_SQL} AND earlier.session_seq < t.session_seq))
+        RETURNING t.attempt, t.max_attempts, t.session_id, t.payload
+        """,
+        [worker_id, ticket_id, grace_seconds],
+    )
     if row is None:
         return None
     attempt, max_attempts, session_id, payload = row
@@ -168,12 +173,20 @@ def ticket_note_dispatch(*, ticket_id: str) -> bool:
     return bool(Ticket.objects.filter(pk=ticket_id, status=TicketStatus.RUNNING).update(updated_at=Now()))
 
 
-def ticket_finish(*, claim: Claim, outcome: Outcome) -> bool:
+@dataclasses.dataclass(frozen=True)
+class Finished:
+    """A settled attempt. `next_ticket_id`: the session's new head, when the caller asked to run it itself."""
+
+    next_ticket_id: str | None = None
+
+
+def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> Finished | None:
     """End the attempt `claim` owns: running → completed | failed | cancelled | paused, in one short transaction.
 
-    Fenced: matches only while this worker still owns this attempt; False means a newer attempt or a sweep
+    Fenced: matches only while this worker still owns this attempt; None means a newer attempt or a sweep
     took the ticket, and nothing (ticket or the executor's rows) was written. The executor's `settle` runs in
-    the same transaction. A terminal head hands its session to the next ticket, published after commit.
+    the same transaction. A terminal head hands its session to the next ticket: published after commit, or,
+    with `hand_off`, returned for the caller to claim at once on the same thread (no broker round trip).
     """
     assert outcome.status in (*TERMINAL, TicketStatus.PAUSED)
     terminal = outcome.status != TicketStatus.PAUSED
@@ -188,11 +201,10 @@ def ticket_finish(*, claim: Claim, outcome: Outcome) -> bool:
             updated_at=Now(),
         )
         if not changed:
-            return False
+            return None
         get_executor().settle(Settlement(claim.ticket_id, outcome.status, claim.attempt, outcome.error, outcome))
-        if terminal:
-            promote_next_head(claim.session_id)
-    return True
+        next_ticket_id = promote_next_head(claim.session_id, publish=not hand_off) if terminal else None
+    return Finished(next_ticket_id)
 
 
 def ticket_retry(*, claim: Claim, outcome: Outcome, delay_seconds: float) -> bool:
@@ -216,7 +228,7 @@ def ticket_retry(*, claim: Claim, outcome: Outcome, delay_seconds: float) -> boo
         if not changed:
             return False
         get_executor().settle(Settlement(claim.ticket_id, TicketStatus.QUEUED, claim.attempt, outcome.error, outcome))
-        dispatch.on_commit(claim.ticket_id, countdown=delay_seconds)
+        router.on_commit(claim.ticket_id, countdown=delay_seconds)
     return True
 
 
@@ -295,7 +307,7 @@ def ticket_continue(*, ticket_id: str) -> bool:
             updated_at=Now(),
         )
         if changed:
-            dispatch.on_commit(ticket_id)
+            router.on_commit(ticket_id)
     return bool(changed)
 
 
@@ -337,7 +349,7 @@ def ticket_requeue(*, ticket_id: str, grace_seconds: float, force: bool = False)
             return RequeueResult.TOO_RECENT if exists.exists() else RequeueResult.NOT_REQUEUEABLE
         get_executor().settle(Settlement(str(ticket_id), TicketStatus.QUEUED, 0))
         if any(row):
-            dispatch.on_commit(ticket_id)
+            router.on_commit(ticket_id)
     return RequeueResult.REQUEUED
 
 
@@ -349,8 +361,9 @@ def ticket_prune(*, retention_seconds: float, batch: int = 1000) -> int:
     return deleted
 
 
-def promote_next_head(session_id: str) -> None:
-    """Make the session's earliest live serialized ticket its head, if it has none; publish it if queued.
+def promote_next_head(session_id: str, *, publish: bool = True) -> str | None:
+    """Make the session's earliest live serialized ticket its head, if it has none; returns it if it is queued
+    (and, with `publish`, sends its message after commit).
 
     Runs inside the transaction that ended the previous head, under the session lock.
     """
@@ -367,5 +380,8 @@ def promote_next_head(session_id: str) -> None:
             [session_id, session_id],
         )
         row = cursor.fetchone()
-    if row is not None and row[1] == TicketStatus.QUEUED:
-        dispatch.on_commit(row[0])
+    if row is None or row[1] != TicketStatus.QUEUED:
+        return None
+    if publish:
+        router.on_commit(row[0])
+    return str(row[0])

@@ -9,7 +9,7 @@ import socket
 import threading
 import uuid
 
-from . import dispatch
+from . import router
 from .conf import current
 from .executor import Claim, Outcome, get_executor
 from .models import TicketStatus
@@ -54,54 +54,93 @@ class ActiveClaims:
 active_claims = ActiveClaims()
 
 
+HAND_OFF_LIMIT = 20
+
+
+class _Draining:
+    """Set when the worker begins a warm shutdown: no more hand-offs, successors go back to the broker."""
+
+    flag = threading.Event()
+
+
+def stop_handing_off() -> None:
+    _Draining.flag.set()
+
+
 def worker_execute(*, ticket_id: str) -> bool:
-    """Claim `ticket_id` and run it to the end of one attempt; False when there was nothing to claim.
+    """Claim `ticket_id`, run it, and then run its session's successors on this thread; False if nothing to claim.
 
     A duplicate, early or late message claims nothing and returns False: the guarded claim is the only
-    gate, so executing twice is impossible whatever the broker delivers.
+    gate, so executing twice is impossible whatever the broker delivers. When a run ends and its session's
+    next ticket becomes the head, this thread claims and runs it at once (a hand-off: no broker round trip,
+    so the next turn starts within milliseconds). After HAND_OFF_LIMIT runs in a row, or once the worker is
+    shutting down, the successor is published instead, so one long session cannot keep a thread forever.
     """
+    claim = _claim(ticket_id)
+    if claim is None:
+        _reschedule_if_early(ticket_id)
+        return False
+    for handed_off in range(1, HAND_OFF_LIMIT + 1):
+        hand_off = handed_off < HAND_OFF_LIMIT and not _Draining.flag.is_set()
+        next_ticket_id = execute_claim(claim, hand_off=hand_off)
+        claim = _claim(next_ticket_id) if next_ticket_id else None
+        if claim is None:
+            break
+    return True
+
+
+def _claim(ticket_id: str) -> Claim | None:
     conf = current()
     claim = ticket_claim(ticket_id=ticket_id, worker_id=worker_identity(), grace_seconds=conf.lock_grace_seconds)
-    if claim is None:
-        wait = ticket_seconds_until_available(ticket_id=ticket_id)
-        if wait is not None:
-            log.info("ticket=%s early (backoff ends in %.2fs); published again for then", ticket_id, wait)
-            dispatch.publish(ticket_id, countdown=wait)
-        else:
-            log.info("ticket=%s not claimable (duplicate, late or taken); message dropped", ticket_id)
-        return False
-    log.info("ticket=%s session=%s status=running attempt=%s worker=%s", *_ids(claim), claim.worker_id)
+    if claim is not None:
+        log.info("ticket=%s session=%s status=running attempt=%s worker=%s", *_ids(claim), claim.worker_id)
+    return claim
+
+
+def _reschedule_if_early(ticket_id: str) -> None:
+    wait = ticket_seconds_until_available(ticket_id=ticket_id)
+    if wait is not None:
+        log.info("ticket=%s early (backoff ends in %.2fs); published again for then", ticket_id, wait)
+        router.publish(ticket_id, countdown=wait)
+    else:
+        log.info("ticket=%s not claimable (duplicate, late or taken); message dropped", ticket_id)
+
+
+def execute_claim(claim: Claim, *, hand_off: bool = False) -> str | None:
+    """Run one claimed attempt outside any transaction, then settle it; returns a handed-off successor, if any."""
     active_claims.add(claim)
     try:
         try:
             outcome = get_executor().execute(claim)
         except Exception as error:
-            log.exception("ticket=%s executor raised", ticket_id)
+            log.exception("ticket=%s executor raised", claim.ticket_id)
             outcome = Outcome(TicketStatus.FAILED, error=str(error) or type(error).__name__, retryable=True)
-        settle_attempt(claim, outcome)
+        return settle_attempt(claim, outcome, hand_off=hand_off)
     finally:
         active_claims.discard(claim)
-    return True
 
 
-def settle_attempt(claim: Claim, outcome: Outcome) -> bool:
+def settle_attempt(claim: Claim, outcome: Outcome, *, hand_off: bool = False) -> str | None:
     """Record how the attempt ended: retry with backoff when it failed retryably with budget left, else finish.
 
-    Returns False when the attempt had been fenced off (a newer attempt or a sweep owns the ticket).
+    Returns the session's next ticket when `hand_off` asked for it. A fenced attempt (a newer attempt or a
+    sweep owns the ticket) writes nothing and is logged.
     """
     conf = current()
+    next_ticket_id = None
     if outcome.status == TicketStatus.FAILED and outcome.retryable and claim.attempt < claim.max_attempts:
         delay = backoff_delay(attempt=claim.attempt, base_seconds=conf.retry_delay_seconds)
         settled = ticket_retry(claim=claim, outcome=outcome, delay_seconds=delay)
         status = f"queued retry_in={delay:.2f}s"
     else:
-        settled = ticket_finish(claim=claim, outcome=outcome)
-        status = outcome.status
+        finished = ticket_finish(claim=claim, outcome=outcome, hand_off=hand_off)
+        settled, status = finished is not None, outcome.status
+        next_ticket_id = finished.next_ticket_id if finished else None
     if settled:
         log.info("ticket=%s session=%s status=%s attempt=%s", claim.ticket_id, claim.session_id, status, claim.attempt)
     else:
         log.warning("ticket=%s attempt=%s fenced: a newer attempt owns it; result dropped", *_ids(claim)[::2])
-    return settled
+    return next_ticket_id
 
 
 def _ids(claim: Claim) -> tuple:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime
 import uuid
 
+from queueing.selectors import ticket_waiting_on
+
 from .exceptions import RunNotFound
 from .models import Run, RunEvent, RunStatus
 
@@ -32,6 +34,13 @@ def _is_uuid(value: str) -> bool:
 
 def _iso(value: datetime.datetime | None) -> str | None:
     return value.isoformat(timespec="microseconds") if value else None
+
+
+def run_waiting_on(run: Run) -> str | None:
+    """The run this one waits for, while it waits in its session's line."""
+    if run.status != RunStatus.PENDING or not run.queued:
+        return None
+    return ticket_waiting_on(ticket_id=run.run_id)
 
 
 def run_to_wire(run: Run, *, waiting_on: str | None = None) -> dict:

@@ -14,7 +14,7 @@ from agents_registry.registry import registry
 from queueing.conf import current
 
 from .exceptions import ComponentNotFound, StreamingUnavailable
-from .selectors import run_get, run_to_wire
+from .selectors import run_get, run_to_wire, run_waiting_on
 from .serializers import PollQuerySerializer, SubmitSerializer, validated
 from .services import Submission, run_execute_inline, run_submit
 
@@ -60,7 +60,7 @@ class RunDetailView(APIView):
         component_or_404(self.kind, component_id)
         query = validated(PollQuerySerializer, request.query_params, location="query")
         run = run_get(kind=self.kind, component_id=component_id, run_id=run_id, session_id=query["session_id"])
-        return Response(run_to_wire(run))
+        return Response(run_to_wire(run, waiting_on=run_waiting_on(run)))
 
 
 class ComponentListView(APIView):

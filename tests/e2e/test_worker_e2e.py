@@ -10,8 +10,8 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from queueing.conf import current
-from queueing.dispatch import publish
 from queueing.models import Ticket
+from queueing.router import publish
 from runs.models import FINISHED, Run, RunEvent
 
 from ..conftest import wait_until
