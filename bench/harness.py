@@ -48,12 +48,12 @@ class Client:
             self.local.session = requests.Session()
         return self.local.session
 
-    def submit(self, session_id: str, message: str) -> tuple[str, float, float]:
+    def submit(self, session_id: str, message: str, agent: str = AGENT) -> tuple[str, float, float]:
         """Submit a background run; returns (run_id, seconds the 202 took, wall-clock time it was sent)."""
         sent = time.time()
         started = time.perf_counter()
         response = self.http.post(
-            f"{self.url}/agents/{AGENT}/runs",
+            f"{self.url}/agents/{agent}/runs",
             data={"message": message, "session_id": session_id, "background": "true", "stream": "false"},
             timeout=30,
         )
@@ -62,9 +62,9 @@ class Client:
             raise RuntimeError(f"submit answered {response.status_code}: {response.text[:200]}")
         return response.json()["run_id"], elapsed, sent
 
-    def poll(self, run_id: str, session_id: str) -> dict:
+    def poll(self, run_id: str, session_id: str, agent: str = AGENT) -> dict:
         response = self.http.get(
-            f"{self.url}/agents/{AGENT}/runs/{run_id}", params={"session_id": session_id}, timeout=30
+            f"{self.url}/agents/{agent}/runs/{run_id}", params={"session_id": session_id}, timeout=30
         )
         response.raise_for_status()
         return response.json()
@@ -137,3 +137,27 @@ def drain(client: Client, *, runs: int, sessions: int, clients: int = 16) -> flo
         raise RuntimeError(f"{len(failed)} runs did not complete, e.g. {failed[0]}")
     last_done = max(_epoch(body["completed_at"]) for body in bodies)
     return runs / (last_done - first_sent)
+
+
+def handoff(client: Client, *, sessions: int = 20, runs_per_session: int = 10, sleep: float = 0.5) -> list[float]:
+    """Milliseconds from the end of run k to the start of run k+1 of the same session (server times), counted
+    only where run k+1 had been accepted before run k ended, so the gap is the hand-off and not the client."""
+    tag = uuid.uuid4().hex[:6]
+    plan = [
+        (f"handoff-{tag}-{s}", f"turn {k} sleep={sleep:g}") for s in range(sessions) for k in range(runs_per_session)
+    ]
+    rows = submit_all(client, plan, clients=min(16, sessions))
+    accepted = {run_id: sent + elapsed for _, run_id, elapsed, sent in rows}
+    bodies = {b["run_id"]: b for b in wait_finished(client, [(run_id, session) for session, run_id, _, _ in rows], 600)}
+    by_session: dict[str, list[str]] = {}
+    for session, run_id, _, _ in rows:
+        by_session.setdefault(session, []).append(run_id)
+    gaps = []
+    for run_ids in by_session.values():
+        for before, after in zip(run_ids, run_ids[1:], strict=False):
+            ended, started = _epoch(bodies[before]["completed_at"]), _epoch(bodies[after]["started_at"])
+            if accepted[after] < ended:
+                gaps.append((started - ended) * 1000)
+    if not gaps:
+        raise RuntimeError("no run was queued behind another; raise sleep")
+    return gaps

@@ -1,8 +1,9 @@
 """The seam between the queue and the work it carries.
 
 `queueing` knows tickets, not agents: the app that owns the work (here `runs`) registers an `Executor` at
-start-up. The queue calls `execute` outside any transaction, and `settle` inside the transaction of every
-change that ends or parks a ticket, so the job's own rows change atomically with its ticket.
+start-up. The queue calls `start` inside the transaction that claims a ticket, `execute` outside any
+transaction, and `settle` inside the transaction of every change that ends or parks a ticket, so the job's
+own rows change atomically with its ticket.
 """
 
 from __future__ import annotations
@@ -46,7 +47,11 @@ class Settlement:
 
 
 class Executor(Protocol):
-    def execute(self, claim: Claim) -> Outcome: ...
+    def start(self, claim: Claim) -> None:
+        """Mark the job started for this attempt, inside the transaction that claimed it."""
+
+    def execute(self, claim: Claim) -> Outcome:
+        """Run the attempt, outside any transaction."""
 
     def settle(self, settlement: Settlement) -> None: ...
 

@@ -18,6 +18,11 @@ def ticket_get(*, ticket_id) -> Ticket | None:
     return Ticket.objects.filter(pk=ticket_id).first()
 
 
+def ticket_by_idempotency_key(*, scope: str, key: str) -> Ticket | None:
+    """The ticket accepted under this Idempotency-Key in this scope (the user id, "" for anonymous)."""
+    return Ticket.objects.filter(idempotency_scope=scope, idempotency_key=key).first()
+
+
 def ticket_seconds_until_available(*, ticket_id) -> float | None:
     """For a queued ticket that may run but whose backoff has not ended: seconds left (database clock); else None."""
     with connection.cursor() as cursor:

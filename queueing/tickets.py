@@ -114,23 +114,34 @@ def ticket_claim(*, ticket_id: str, worker_id: str, grace_seconds: float) -> Cla
     A queued ticket is claimable when available and its session's head (or unordered); a running one when its
     lease is older than the grace. Either way budget must be left. The same statement re-checks that no live
     ticket of a serialized session precedes it, so even a head flag gone wrong could not break the order.
-    Sets attempt+1, locked_by, locked_at = now() (database clock). Idempotent for redelivered messages: the
-    second claim matches nothing and returns None.
+    Sets attempt+1, locked_by, locked_at = now() (database clock), and lets the executor mark its job started
+    in the same transaction. Idempotent for redelivered messages: the second claim matches nothing and
+    returns None.
     """
+    with transaction.atomic():
+        claim = _claim(ticket_id=ticket_id, worker_id=worker_id, grace_seconds=grace_seconds)
+        if claim is not None:
+            get_executor().start(claim)
+    return claim
+
+
+def _claim(*, ticket_id: str, worker_id: str, grace_seconds: float | None) -> Claim | None:
+    """The claim statement; `grace_seconds=None` takes only a queued ticket (no reclaim)."""
     row = _update_returning(
         f"""
         UPDATE {TABLE} AS t SET status = 'running', attempt = t.attempt + 1, locked_by = %s,
                locked_at = statement_timestamp(), updated_at = statement_timestamp()
         WHERE t.id = %s AND t.attempt < t.max_attempts
           AND ((t.status = 'queued' AND t.available_at <= statement_timestamp() AND (t.is_head OR NOT t.serialized))
-               OR (t.status = 'running' AND t.locked_at < statement_timestamp() - %s * interval '1 second'))
+               OR (t.status = 'running' AND %s::float IS NOT NULL
+                   AND t.locked_at < statement_timestamp() - %s::float * interval '1 second'))
           AND NOT (t.serialized AND EXISTS (
                 SELECT 1 FROM {TABLE} AS earlier
                 WHERE earlier.session_id = t.session_id AND earlier.serialized
                   AND earlier.status IN {_LIVE_SQL} AND earlier.session_seq < t.session_seq))
         RETURNING t.attempt, t.max_attempts, t.session_id, t.payload
         """,
-        [worker_id, ticket_id, grace_seconds],
+        [worker_id, ticket_id, grace_seconds, grace_seconds],
     )
     if row is None:
         return None
@@ -175,9 +186,9 @@ def ticket_note_dispatch(*, ticket_id: str) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Finished:
-    """A settled attempt. `next_ticket_id`: the session's new head, when the caller asked to run it itself."""
+    """A settled attempt. `next_claim`: the session's new head, claimed for the caller when it asked to hand off."""
 
-    next_ticket_id: str | None = None
+    next_claim: Claim | None = None
 
 
 def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> Finished | None:
@@ -186,7 +197,8 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
     Fenced: matches only while this worker still owns this attempt; None means a newer attempt or a sweep
     took the ticket, and nothing (ticket or the executor's rows) was written. The executor's `settle` runs in
     the same transaction. A terminal head hands its session to the next ticket: published after commit, or,
-    with `hand_off`, returned for the caller to claim at once on the same thread (no broker round trip).
+    with `hand_off`, claimed for the same worker in the same transaction (its job started there too) and
+    returned, so the caller runs it at once on the same thread: no broker round trip, no extra commit.
     """
     assert outcome.status in (*TERMINAL, TicketStatus.PAUSED)
     terminal = outcome.status != TicketStatus.PAUSED
@@ -204,7 +216,14 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
             return None
         get_executor().settle(Settlement(claim.ticket_id, outcome.status, claim.attempt, outcome.error, outcome))
         next_ticket_id = promote_next_head(claim.session_id, publish=not hand_off) if terminal else None
-    return Finished(next_ticket_id)
+        next_claim = None
+        if hand_off and next_ticket_id is not None:
+            next_claim = _claim(ticket_id=next_ticket_id, worker_id=claim.worker_id, grace_seconds=None)
+            if next_claim is None:  # not available yet: leave it to the broker
+                router.on_commit(next_ticket_id)
+            else:
+                get_executor().start(next_claim)
+    return Finished(next_claim)
 
 
 def ticket_retry(*, claim: Claim, outcome: Outcome, delay_seconds: float) -> bool:

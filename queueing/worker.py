@@ -82,10 +82,10 @@ def worker_execute(*, ticket_id: str) -> bool:
         return False
     for handed_off in range(1, HAND_OFF_LIMIT + 1):
         hand_off = handed_off < HAND_OFF_LIMIT and not _Draining.flag.is_set()
-        next_ticket_id = execute_claim(claim, hand_off=hand_off)
-        claim = _claim(next_ticket_id) if next_ticket_id else None
+        claim = execute_claim(claim, hand_off=hand_off)
         if claim is None:
             break
+        log.info("ticket=%s session=%s status=running attempt=%s worker=%s", *_ids(claim), claim.worker_id)
     return True
 
 
@@ -106,8 +106,8 @@ def _reschedule_if_early(ticket_id: str) -> None:
         log.info("ticket=%s not claimable (duplicate, late or taken); message dropped", ticket_id)
 
 
-def execute_claim(claim: Claim, *, hand_off: bool = False) -> str | None:
-    """Run one claimed attempt outside any transaction, then settle it; returns a handed-off successor, if any."""
+def execute_claim(claim: Claim, *, hand_off: bool = False) -> Claim | None:
+    """Run one claimed attempt outside any transaction, then settle it; returns the handed-off successor's claim."""
     active_claims.add(claim)
     try:
         try:
@@ -120,14 +120,14 @@ def execute_claim(claim: Claim, *, hand_off: bool = False) -> str | None:
         active_claims.discard(claim)
 
 
-def settle_attempt(claim: Claim, outcome: Outcome, *, hand_off: bool = False) -> str | None:
+def settle_attempt(claim: Claim, outcome: Outcome, *, hand_off: bool = False) -> Claim | None:
     """Record how the attempt ended: retry with backoff when it failed retryably with budget left, else finish.
 
-    Returns the session's next ticket when `hand_off` asked for it. A fenced attempt (a newer attempt or a
-    sweep owns the ticket) writes nothing and is logged.
+    Returns the claim on the session's next ticket when `hand_off` asked for it. A fenced attempt (a newer
+    attempt or a sweep owns the ticket) writes nothing and is logged.
     """
     conf = current()
-    next_ticket_id = None
+    next_claim = None
     if outcome.status == TicketStatus.FAILED and outcome.retryable and claim.attempt < claim.max_attempts:
         delay = backoff_delay(attempt=claim.attempt, base_seconds=conf.retry_delay_seconds)
         settled = ticket_retry(claim=claim, outcome=outcome, delay_seconds=delay)
@@ -135,12 +135,12 @@ def settle_attempt(claim: Claim, outcome: Outcome, *, hand_off: bool = False) ->
     else:
         finished = ticket_finish(claim=claim, outcome=outcome, hand_off=hand_off)
         settled, status = finished is not None, outcome.status
-        next_ticket_id = finished.next_ticket_id if finished else None
+        next_claim = finished.next_claim if finished else None
     if settled:
         log.info("ticket=%s session=%s status=%s attempt=%s", claim.ticket_id, claim.session_id, status, claim.attempt)
     else:
         log.warning("ticket=%s attempt=%s fenced: a newer attempt owns it; result dropped", *_ids(claim)[::2])
-    return next_ticket_id
+    return next_claim
 
 
 def _ids(claim: Claim) -> tuple:

@@ -27,3 +27,17 @@ class QueueFull(APIException):
 class StreamingUnavailable(APIException):
     status_code = status.HTTP_501_NOT_IMPLEMENTED
     default_detail = "Streaming responses (stream=true) are not served by this version; submit with stream=false"
+
+
+class IdempotencyConflict(APIException):
+    status_code = status.HTTP_409_CONFLICT
+
+
+class IdempotencyKeyTooLong(APIException):
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_detail = "Idempotency-Key must be at most 512 characters"
+
+
+class IdempotencyMismatch(APIException):
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_detail = "Idempotency-Key was reused with a different request"

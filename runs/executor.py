@@ -5,10 +5,9 @@ from __future__ import annotations
 from queueing.conf import current
 from queueing.executor import Claim, Outcome, Settlement
 from queueing.models import TicketStatus
-from queueing.tickets import ticket_owned
 
 from .execution import LegResult, run_leg
-from .models import RunStatus
+from .models import Run, RunStatus
 from .services import LEG_STATUS, run_end_unexecuted, run_record_leg, run_reset_pending, run_start
 
 TICKET_STATUS = {
@@ -20,9 +19,13 @@ FENCED = "A newer attempt started this run"
 
 
 class RunExecutor:
+    def start(self, claim: Claim) -> None:
+        """RUNNING for this attempt, in the claim's transaction (so a swept or newer attempt cannot be undone)."""
+        run_start(run_id=claim.ticket_id, attempt=claim.attempt)
+
     def execute(self, claim: Claim) -> Outcome:
-        """Start the run for this attempt and run one leg; nothing is written until the ticket settles."""
-        run = run_start(run_id=claim.ticket_id, attempt=claim.attempt, while_owned=ticket_owned(claim))
+        """Run one leg of the claimed run; nothing is written until the ticket settles."""
+        run = Run.objects.filter(pk=claim.ticket_id, attempt=claim.attempt).first()
         if run is None:
             return Outcome(TicketStatus.FAILED, error=FENCED)
         leg = run_leg(run, attempt=claim.attempt, timeout_seconds=current().timeout_seconds)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import uuid
 
-from django.db import connection, transaction
-from django.db.models import Exists, QuerySet
+from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
 
 from agents_registry.components import Component
@@ -17,8 +17,9 @@ from queueing.conf import current
 from queueing.selectors import queue_is_full
 from queueing.tickets import ticket_accept
 
-from .exceptions import BackgroundNeedsStore, QueueFull
+from .exceptions import BackgroundNeedsStore, QueueFull, StreamingUnavailable
 from .execution import EventSink, LegResult, run_leg
+from .idempotency import idempotent_replay
 from .models import AgentSession, Run, RunEvent, RunStatus
 
 SESSIONS = AgentSession._meta.db_table
@@ -31,6 +32,9 @@ LEG_STATUS = {
 
 @dataclasses.dataclass(frozen=True)
 class Submission:
+    """A submit as the client sent it. `requested_session_id` is None when the client sent none (a new
+    session, `session_id`, was made for it)."""
+
     component: Component
     message: str
     session_id: str
@@ -39,6 +43,20 @@ class Submission:
     metadata: dict | None
     stream: bool
     background: bool
+    requested_session_id: str | None = None
+    idempotency_key: str | None = None
+
+    def digest(self) -> str:
+        """What identifies the request for Idempotency-Key replays: everything the client chose but the stream."""
+        chosen = {
+            "component": [self.component.kind, self.component.id],
+            "message": self.message,
+            "session_id": self.requested_session_id,
+            "user_id": self.user_id,
+            "session_state": self.session_state,
+            "metadata": self.metadata,
+        }
+        return hashlib.sha256(json.dumps(chosen, sort_keys=True).encode()).hexdigest()
 
     def payload(self) -> dict:
         """What the ticket carries for operators: the submission as the client sent it."""
@@ -79,43 +97,60 @@ def _create_run(submission: Submission, *, queued: bool) -> Run:
     )
 
 
-def run_submit(*, submission: Submission) -> Run:
+@dataclasses.dataclass(frozen=True)
+class Accepted:
+    """The 202 body: the run, its session, its status now (PENDING unless an Idempotency-Key replayed it)."""
+
+    run_id: str
+    session_id: str
+    status: str
+
+
+def run_submit(*, submission: Submission) -> Accepted:
     """Accept a background run durably: session, run and ticket rows commit together, then the ticket is published.
 
-    Refuses (writing nothing) a component without a store (400) and a full queue (429).
+    Refuses (writing nothing) a component without a store (400); replays an earlier submission with the same
+    Idempotency-Key (CONTRACT 7), before the queue-depth check (429). Two identical submits racing each other
+    yield one run: the unique index makes the loser roll back and replay the winner.
     """
     conf = current()
     component = submission.component
     if not component.has_store:
         raise BackgroundNeedsStore()
+    if submission.idempotency_key and (earlier := idempotent_replay(submission)):
+        return earlier
+    if submission.stream:
+        raise StreamingUnavailable()
     if queue_is_full(max_depth=conf.max_queue_depth):
         raise QueueFull()
-    with transaction.atomic():
-        run = _create_run(submission, queued=True)
-        ticket_accept(
-            ticket_id=run.run_id,
-            component_type=component.kind,
-            component_id=component.id,
-            session_id=submission.session_id,
-            user_id=submission.user_id,
-            payload=submission.payload(),
-            serialized=conf.effective_queue_per_session or component.one_turn_per_session,
-            max_attempts=conf.max_attempts,
-        )
-    return run
+    try:
+        with transaction.atomic():
+            run = _create_run(submission, queued=True)
+            ticket_accept(
+                ticket_id=run.run_id,
+                component_type=component.kind,
+                component_id=component.id,
+                session_id=submission.session_id,
+                user_id=submission.user_id,
+                payload=submission.payload(),
+                serialized=conf.effective_queue_per_session or component.one_turn_per_session,
+                max_attempts=conf.max_attempts,
+                idempotency_key=submission.idempotency_key,
+                idempotency_scope=submission.user_id or "",
+                request_digest=submission.digest(),
+            )
+    except IntegrityError:
+        if submission.idempotency_key and (winner := idempotent_replay(submission)):
+            return winner
+        raise
+    return Accepted(str(run.run_id), run.session_id, run.status)
 
 
-def run_start(*, run_id, attempt: int, while_owned: QuerySet | None = None) -> Run | None:
-    """Mark the run RUNNING for `attempt`; None when fenced off.
-
-    Fenced twice: no newer attempt may have started the run, and when `while_owned` (the ticket filtered to the
-    claim that owns it) is given, the claim must still own its ticket, so a worker that stalled past the grace
-    cannot flip a swept run back to RUNNING.
-    """
-    runs = Run.objects.filter(pk=run_id, attempt__lt=attempt)
-    if while_owned is not None:
-        runs = runs.filter(Exists(while_owned))
-    if not runs.update(status=RunStatus.RUNNING, attempt=attempt, started_at=Now()):
+def run_start(*, run_id, attempt: int) -> Run | None:
+    """Mark the run RUNNING for `attempt`; None when a newer attempt already started it (fenced)."""
+    if not Run.objects.filter(pk=run_id, attempt__lt=attempt).update(
+        status=RunStatus.RUNNING, attempt=attempt, started_at=Now()
+    ):
         return None
     return Run.objects.get(pk=run_id)
 

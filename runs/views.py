@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 from drf_spectacular.utils import extend_schema
@@ -13,7 +14,8 @@ from agents_registry.registry import ComponentNotFound as RegistryMiss
 from agents_registry.registry import registry
 from queueing.conf import current
 
-from .exceptions import ComponentNotFound, StreamingUnavailable
+from .exceptions import ComponentNotFound, IdempotencyKeyTooLong, StreamingUnavailable
+from .idempotency import MAX_KEY_LENGTH
 from .selectors import run_get, run_to_wire, run_waiting_on
 from .serializers import PollQuerySerializer, SubmitSerializer, validated
 from .services import Submission, run_execute_inline, run_submit
@@ -33,22 +35,26 @@ class SubmitRunView(APIView):
     def post(self, request, component_id: str):
         component = component_or_404(self.kind, component_id)
         data = validated(SubmitSerializer, request.data, location="body")
-        if data["stream"]:
-            raise StreamingUnavailable()
+        key = request.headers.get("Idempotency-Key", "").strip() or None
+        if key is not None and len(key) > MAX_KEY_LENGTH:
+            raise IdempotencyKeyTooLong()
         submission = Submission(
             component=component,
             message=data["message"],
             session_id=data.get("session_id") or str(uuid.uuid4()),
+            requested_session_id=data.get("session_id") or None,
             user_id=data.get("user_id") or None,
             session_state=data["session_state"],
             metadata=data["metadata"],
             stream=data["stream"],
             background=data["background"],
+            idempotency_key=key,
         )
         if data["background"]:
-            run = run_submit(submission=submission)
-            body = {"run_id": str(run.run_id), "session_id": run.session_id, "status": run.status}
-            return Response(body, status=status.HTTP_202_ACCEPTED)
+            accepted = run_submit(submission=submission)
+            return Response(dataclasses.asdict(accepted), status=status.HTTP_202_ACCEPTED)
+        if data["stream"]:
+            raise StreamingUnavailable()
         return Response(run_to_wire(run_execute_inline(submission=submission)))
 
 

@@ -1,5 +1,7 @@
-"""`python manage.py serve` (what `make serve` runs): web + worker + sweeper answer, run, and stop together."""
+"""`python manage.py serve` (what `make serve` runs): web + worker + sweeper answer, run, replay the seed
+scenario for `manage.py demo`, and stop together."""
 
+import io
 import signal
 import socket
 import subprocess
@@ -8,6 +10,7 @@ import sys
 import psutil
 import pytest
 import requests
+from django.core.management import call_command
 
 from ..conftest import ROOT, process_env, wait_until
 
@@ -62,6 +65,15 @@ def test_serve_answers_health_runs_a_stub_run_and_stops_every_child_on_sigint(tr
             what="the run to complete",
         )
         assert done["content"] == "echo: served sleep=0 (history: 0 messages)"
+
+        out = io.StringIO()
+        call_command("demo", url=base, png=str(tmp_path / "demo.png"), sleep=0.5, stdout=out)
+        lines = {line.split()[0]: line for line in out.getvalue().splitlines()[2:6]}
+        assert "waited on" not in out.getvalue().splitlines()[0]
+        assert lines["A"].split()[4] == "-" and lines["D"].split()[4] == "-"
+        assert lines["B"].split()[4] == "A"
+        assert lines["C"].split()[4:6] == ["A,", "B"]
+        assert (tmp_path / "demo.png").read_bytes()[:4] == b"\x89PNG"
 
         serve.send_signal(signal.SIGINT)
         assert serve.wait(60) == 0

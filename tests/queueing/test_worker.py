@@ -9,10 +9,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from queueing.executor import Outcome
-from queueing.tickets import ticket_retry
+from queueing.tickets import ticket_finish, ticket_retry
 from queueing.worker import worker_execute
+from runs.models import Run
 
-from .conftest import accept, claim, set_budget
+from .conftest import accept, claim, set_budget, snapshot
 
 QUEUE = "agentos"
 
@@ -71,3 +72,24 @@ def test_a_message_for_a_finished_ticket_is_dropped(redis_db):
 
     assert worker_execute(ticket_id=ticket_id) is False
     assert broker_messages(redis_db) == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("hand_off", [True, False])
+def test_the_end_of_a_head_claims_its_successor_in_the_same_transaction_or_publishes_it(redis_db, hand_off):
+    head, successor = accept(session_id=f"handoff-{hand_off}"), accept(session_id=f"handoff-{hand_off}")
+    redis_db.delete(QUEUE)
+
+    finished = ticket_finish(claim=claim(head), outcome=Outcome("completed"), hand_off=hand_off)
+
+    run = Run.objects.get(pk=successor)
+    if hand_off:
+        assert (finished.next_claim.ticket_id, finished.next_claim.attempt) == (successor, 1)
+        assert snapshot(successor)["status"] == "running"
+        assert (run.status, run.attempt) == ("RUNNING", 1)
+        assert run.started_at >= Run.objects.get(pk=head).completed_at
+        assert broker_messages(redis_db) == []
+    else:
+        assert finished.next_claim is None
+        assert (snapshot(successor)["status"], run.status) == ("queued", "PENDING")
+        assert [m["args"] for m in broker_messages(redis_db)] == [[successor]]

@@ -1,32 +1,96 @@
+"""`python manage.py bench`: benchmarks against a running server; see docs/benchmarks.md."""
+
 from django.core.management.base import BaseCommand
 
-from bench.harness import Client, Figure, accept_latency, drain
+from bench import backlog as blocked_backlog
+from bench.harness import Client, Figure, accept_latency, drain, handoff, percentile
+
+SCENARIOS = ("accept", "drain", "handoff", "backlog", "order")
 
 
 class Command(BaseCommand):
-    help = "Benchmark a running agentos (make serve) from the outside; prints medians with min/max over repeats."
+    help = "Benchmark a running agentos from the outside; prints medians with min/max over repeats."
 
     def add_arguments(self, parser):
         parser.add_argument("--url", default="http://127.0.0.1:7777")
         parser.add_argument("--repeats", type=int, default=3)
+        parser.add_argument("--scenario", choices=SCENARIOS, action="append", help="default: all of them")
         parser.add_argument("--clients", type=int, default=16)
-        parser.add_argument("--accept-runs", type=int, default=800)
-        parser.add_argument("--runs", type=int, default=200)
-        parser.add_argument("--sessions", type=int, default=20)
+        parser.add_argument("--runs", type=int, default=2000, help="drain size")
+        parser.add_argument("--sessions", type=int, default=200, help="sessions the drain spreads over")
+        parser.add_argument("--backlog", type=int, default=100_000, help="tickets blocked behind paused heads")
+        parser.add_argument(
+            "--unordered-url", help="a second server started with AGENTOS_QUEUE_PER_SESSION=false (scenario order)"
+        )
 
-    def handle(self, *args, url, repeats, clients, accept_runs, runs, sessions, **options):
-        client = Client(url)
-        single, p50, p99, rate = [], [], [], []
+    def handle(self, *args, url, repeats, scenario, clients, runs, sessions, backlog, unordered_url, **options):
+        self.client = Client(url)
+        self.options = {"clients": clients, "runs": runs, "sessions": sessions}
+        for name in scenario or SCENARIOS:
+            if name == "order" and not unordered_url:
+                self.stdout.write("order: skipped (needs --unordered-url)")
+                continue
+            for figure in getattr(self, f"bench_{name}")(repeats, backlog=backlog, unordered_url=unordered_url):
+                self.stdout.write(figure.line())
+
+    def _drain(self, client: Client) -> float:
+        return drain(
+            client, runs=self.options["runs"], sessions=self.options["sessions"], clients=self.options["clients"]
+        )
+
+    def bench_accept(self, repeats, **_):
+        clients = self.options["clients"]
+        single, p50, p99 = [], [], []
         for _ in range(repeats):
-            single.append(accept_latency(client, clients=1, total=100)[0])
-            low, high = accept_latency(client, clients=clients, total=accept_runs)
+            single.append(accept_latency(self.client, clients=1, total=100)[0])
+            low, high = accept_latency(self.client, clients=clients, total=800)
             p50.append(low)
             p99.append(high)
-            rate.append(drain(client, runs=runs, sessions=sessions, clients=clients))
-        for figure in (
+        return [
             Figure("accept latency p50 (1 client)", "ms", single),
             Figure(f"accept latency p50 ({clients} clients)", "ms", p50),
             Figure(f"accept latency p99 ({clients} clients)", "ms", p99),
-            Figure(f"drain {runs} runs / {sessions} sessions", "runs/s", rate),
-        ):
-            self.stdout.write(figure.line())
+        ]
+
+    def bench_drain(self, repeats, **_):
+        rates = [self._drain(self.client) for _ in range(repeats)]
+        return [Figure(f"drain {self.options['runs']} runs / {self.options['sessions']} sessions", "runs/s", rates)]
+
+    def bench_handoff(self, repeats, **_):
+        p50, p99 = [], []
+        for _ in range(repeats):
+            gaps = handoff(self.client)
+            p50.append(percentile(gaps, 0.50))
+            p99.append(percentile(gaps, 0.99))
+        return [Figure("handoff latency p50", "ms", p50), Figure("handoff latency p99", "ms", p99)]
+
+    def bench_backlog(self, repeats, *, backlog, **_):
+        clear_rates, blocked_rates, tag = [], [], None
+        try:
+            for _ in range(repeats):
+                clear_rates.append(self._drain(self.client))
+            tag = blocked_backlog.seed(self.client, tickets=backlog)
+            self.stdout.write(f"backlog: {blocked_backlog.blocked(tag):,} tickets blocked behind paused heads")
+            for _ in range(repeats):
+                blocked_rates.append(self._drain(self.client))
+        finally:
+            if tag:
+                blocked_backlog.clear(tag)
+        ratio = [b / c for b, c in zip(blocked_rates, clear_rates, strict=True)]
+        return [
+            Figure("drain, no backlog", "runs/s", clear_rates),
+            Figure(f"drain, {backlog:,} tickets blocked", "runs/s", blocked_rates),
+            Figure("backlog / no backlog", "ratio", ratio),
+        ]
+
+    def bench_order(self, repeats, *, unordered_url, **_):
+        unordered = Client(unordered_url)
+        on, off = [], []
+        for _ in range(repeats):
+            on.append(self._drain(self.client))
+            off.append(self._drain(unordered))
+        return [
+            Figure("drain, per-session order on", "runs/s", on),
+            Figure("drain, per-session order off", "runs/s", off),
+            Figure("order on / off", "ratio", [a / b for a, b in zip(on, off, strict=True)]),
+        ]
