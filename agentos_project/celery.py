@@ -33,8 +33,9 @@ def start_heartbeat(**_kwargs) -> None:
 
 
 @worker_shutting_down.connect
-def stop_hand_offs(**_kwargs) -> None:
-    """During a warm shutdown, a finished run's successor goes back to the broker for another worker."""
-    from queueing.worker import stop_handing_off
+def drain(**_kwargs) -> None:
+    """Warm shutdown: stop claiming, let runs finish within AGENTOS_STOP_TIMEOUT_SECONDS, interrupt the rest."""
+    from queueing import shutdown
+    from queueing.worker import active_claims, settle_attempt
 
-    stop_handing_off()
+    shutdown.begin(active_claims=active_claims, settle=settle_attempt)

@@ -32,6 +32,7 @@ class Outcome:
     error: str | None = None
     retryable: bool = False
     result: object = None
+    retry_delay: float | None = None  # a flat delay instead of the backoff (shutdown interruptions)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,21 +1,47 @@
 """The session router's publishing half: a ticket gets a broker message only when it may run.
 
 `tickets` decides *whether* a ticket may run (it is its session's head, or unordered); this module sends
-the message, after the deciding transaction commits, carrying the ticket id and nothing else. A publish
-that fails (broker down) is logged and left to the sweeper, which re-dispatches claimable tickets.
+the message, after the deciding transaction commits, carrying the ticket id and nothing else.
+
+Each published message leaves a marker in Redis (next to the broker's queue when the broker is Redis) that the
+worker removes when the message arrives. A claimable ticket without a marker has no live message: its publish
+failed (broker down), the broker lost it (Redis flushed or restarted), or its worker died between handing the
+session on and claiming it. The sweeper finds those with `without_message` and publishes them again. A marker
+expires after twice the lease grace (at least 10 s): a message lost in a way its marker cannot see (prefetched
+by a worker that then died) costs that delay, not the run; a message that merely waits longer in a busy broker
+gets a harmless duplicate.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
+from collections.abc import Iterable
 
+import redis
 from django.db import transaction
 
+from .conf import current
+
 log = logging.getLogger("agentos.queue")
+MARKER = "agentos:message:{}"
+
+
+@functools.cache
+def _redis(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2)
+
+
+def markers() -> redis.Redis:
+    """Where the markers live: the broker's Redis when the broker is Redis, else REDIS_URL."""
+    conf = current()
+    broker = conf.celery_broker_url
+    return _redis(broker if broker.startswith(("redis://", "rediss://", "unix://")) else conf.redis_url)
 
 
 def publish(ticket_id, *, countdown: float | None = None) -> bool:
-    """Send the execute message for `ticket_id` now; False (and a log line) when the broker refused it."""
+    """Send the execute message for `ticket_id` now and mark it live; False (and a log line) if the broker refused."""
     from .tasks import execute_ticket
 
     try:
@@ -23,9 +49,35 @@ def publish(ticket_id, *, countdown: float | None = None) -> bool:
     except Exception as error:  # the broker is down or refused: the sweeper re-dispatches later
         log.warning("dispatch failed ticket=%s error=%s", ticket_id, error)
         return False
+    try:
+        ttl = max(10, 2 * current().lock_grace_seconds) + (countdown or 0)
+        markers().set(MARKER.format(ticket_id), 1, ex=int(ttl) + 1)
+    except redis.RedisError as error:  # the message went out; without its marker a duplicate may follow
+        log.warning("marker not set ticket=%s error=%s", ticket_id, error)
     return True
 
 
 def on_commit(ticket_id, *, countdown: float | None = None) -> None:
     """Publish `ticket_id` once the current transaction commits (at once when there is none)."""
     transaction.on_commit(lambda: publish(ticket_id, countdown=countdown))
+
+
+def consumed(ticket_id) -> None:
+    """The message for `ticket_id` arrived: its marker goes (best effort)."""
+    with contextlib.suppress(redis.RedisError):
+        markers().delete(MARKER.format(ticket_id))
+
+
+def without_message(ticket_ids: Iterable) -> list:
+    """Those of `ticket_ids` that have no live message. Empty when Redis cannot tell (it is down)."""
+    ticket_ids = list(ticket_ids)
+    if not ticket_ids:
+        return []
+    try:
+        pipeline = markers().pipeline(transaction=False)
+        for ticket_id in ticket_ids:
+            pipeline.exists(MARKER.format(ticket_id))
+        live = pipeline.execute()
+    except redis.RedisError:
+        return []
+    return [ticket_id for ticket_id, exists in zip(ticket_ids, live, strict=True) if not exists]

@@ -12,7 +12,7 @@ import logging
 import threading
 
 from django.db import close_old_connections, connection
-from django.db.models import F
+from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from . import router
@@ -28,6 +28,7 @@ BATCH = 500
 class SweepReport:
     failed: int = 0
     redispatched: int = 0
+    lost_messages: int = 0
     pruned: int = 0
 
 
@@ -36,9 +37,22 @@ def _stale(conf: Conf):
     return Ticket.objects.filter(status=TicketStatus.RUNNING, locked_at__lt=Now() - grace)
 
 
+def lost_messages(conf: Conf) -> list:
+    """Claimable tickets (queued, available, head or unordered) with no live broker message, settled for a moment
+    so a publish still on its way after commit is not doubled."""
+    settled = Now() - datetime.timedelta(seconds=max(2.0, conf.poll_interval))
+    claimable = Ticket.objects.filter(
+        Q(is_head=True) | Q(serialized=False),
+        status=TicketStatus.QUEUED,
+        available_at__lte=settled,
+        updated_at__lte=settled,
+    )
+    return router.without_message(claimable.order_by("available_at").values_list("pk", flat=True)[:BATCH])
+
+
 def sweep_once(conf: Conf) -> SweepReport:
     """One pass: fail stale leases without budget, dispatch stale ones with budget (a worker reclaims them),
-    and prune terminal tickets past retention."""
+    publish again claimable tickets whose message was lost, and prune terminal tickets past retention."""
     report = SweepReport()
     stale = _stale(conf)
     for ticket_id in stale.filter(attempt__gte=F("max_attempts")).values_list("pk", flat=True)[:BATCH]:
@@ -51,6 +65,10 @@ def sweep_once(conf: Conf) -> SweepReport:
         if router.publish(ticket_id):
             ticket_note_dispatch(ticket_id=ticket_id)
             report.redispatched += 1
+    for ticket_id in lost_messages(conf):
+        if router.publish(ticket_id):
+            log.info("ticket=%s had no live message; published again", ticket_id)
+            report.lost_messages += 1
     report.pruned = ticket_prune(retention_seconds=conf.retention_seconds)
     return report
 
@@ -62,7 +80,7 @@ def run_forever(conf: Conf, stop: threading.Event) -> None:
         try:
             close_old_connections()
             report = sweep_once(conf)
-            if report.failed or report.redispatched or report.pruned:
+            if any(dataclasses.astuple(report)):
                 log.info("sweep %s", report)
         except Exception as error:
             log.warning("sweep failed: %s", error)

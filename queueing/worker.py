@@ -9,7 +9,7 @@ import socket
 import threading
 import uuid
 
-from . import router
+from . import router, shutdown
 from .conf import current
 from .executor import Claim, Outcome, get_executor
 from .models import TicketStatus
@@ -35,36 +35,30 @@ class ActiveClaims:
     """The attempts this process is executing now; the heartbeat refreshes exactly these leases."""
 
     def __init__(self) -> None:
-        self._claims: set[tuple[str, int]] = set()
+        self._claims: dict[tuple[str, int], Claim] = {}
         self._lock = threading.Lock()
 
     def add(self, claim: Claim) -> None:
         with self._lock:
-            self._claims.add((claim.ticket_id, claim.attempt))
+            self._claims[(claim.ticket_id, claim.attempt)] = claim
 
     def discard(self, claim: Claim) -> None:
         with self._lock:
-            self._claims.discard((claim.ticket_id, claim.attempt))
+            self._claims.pop((claim.ticket_id, claim.attempt), None)
 
     def snapshot(self) -> list[tuple[str, int]]:
         with self._lock:
             return list(self._claims)
+
+    def claims(self) -> list[Claim]:
+        with self._lock:
+            return list(self._claims.values())
 
 
 active_claims = ActiveClaims()
 
 
 HAND_OFF_LIMIT = 20
-
-
-class _Draining:
-    """Set when the worker begins a warm shutdown: no more hand-offs, successors go back to the broker."""
-
-    flag = threading.Event()
-
-
-def stop_handing_off() -> None:
-    _Draining.flag.set()
 
 
 def worker_execute(*, ticket_id: str) -> bool:
@@ -76,12 +70,17 @@ def worker_execute(*, ticket_id: str) -> bool:
     so the next turn starts within milliseconds). After HAND_OFF_LIMIT runs in a row, or once the worker is
     shutting down, the successor is published instead, so one long session cannot keep a thread forever.
     """
+    if shutdown.draining():
+        log.info("ticket=%s arrived during shutdown; published again for another worker", ticket_id)
+        router.publish(ticket_id)
+        return False
+    router.consumed(ticket_id)
     claim = _claim(ticket_id)
     if claim is None:
         _reschedule_if_early(ticket_id)
         return False
     for handed_off in range(1, HAND_OFF_LIMIT + 1):
-        hand_off = handed_off < HAND_OFF_LIMIT and not _Draining.flag.is_set()
+        hand_off = handed_off < HAND_OFF_LIMIT and not shutdown.draining()
         claim = execute_claim(claim, hand_off=hand_off)
         if claim is None:
             break
@@ -129,7 +128,9 @@ def settle_attempt(claim: Claim, outcome: Outcome, *, hand_off: bool = False) ->
     conf = current()
     next_claim = None
     if outcome.status == TicketStatus.FAILED and outcome.retryable and claim.attempt < claim.max_attempts:
-        delay = backoff_delay(attempt=claim.attempt, base_seconds=conf.retry_delay_seconds)
+        delay = outcome.retry_delay
+        if delay is None:
+            delay = backoff_delay(attempt=claim.attempt, base_seconds=conf.retry_delay_seconds)
         settled = ticket_retry(claim=claim, outcome=outcome, delay_seconds=delay)
         status = f"queued retry_in={delay:.2f}s"
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import redis
+import requests
 from django.db import connection
 from rest_framework.test import APIClient
 
@@ -112,6 +114,23 @@ def django_db_setup(django_db_setup):
 
 
 @pytest.fixture
+def start_sweeper(transactional_db, tmp_path):
+    """Start real `manage.py sweeper` processes; stopped (SIGTERM) before the tables are flushed."""
+    sweepers: list[subprocess.Popen] = []
+
+    def start(**env: str) -> subprocess.Popen:
+        log = open(tmp_path / f"sweeper{len(sweepers) + 1}.log", "w")  # noqa: SIM115 - the child owns it
+        command = [sys.executable, "manage.py", "sweeper"]
+        sweepers.append(subprocess.Popen(command, cwd=ROOT, env=process_env(**env), stdout=log, stderr=log))
+        return sweepers[-1]
+
+    yield start
+    for sweeper in sweepers:
+        sweeper.terminate()
+        sweeper.wait(10)
+
+
+@pytest.fixture
 def redis_db():
     """The test Redis database, emptied before the test (no broker messages left from another test)."""
     client = redis.Redis.from_url(current().redis_url)
@@ -140,3 +159,78 @@ def start_worker(transactional_db, redis_db, tmp_path):
 @pytest.fixture
 def api() -> APIClient:
     return APIClient()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class ServeProcess:
+    """A real `python manage.py serve` (web + worker + sweeper) on a free port."""
+
+    def __init__(self, log_path: Path, env: dict[str, str]):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self.log_file = open(log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--port", str(self.port)],
+            cwd=ROOT,
+            env=env,
+            stdout=self.log_file,
+            stderr=subprocess.STDOUT,
+        )
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def wait_ready(self, timeout: float = 60) -> ServeProcess:
+        def ready():
+            if self.process.poll() is not None:
+                pytest.fail(f"serve exited with {self.process.returncode}:\n{self.log()}")
+            return " ready." in self.log() and self.get("/health") is not None
+
+        wait_until(ready, timeout=timeout, interval=0.2, what="serve to be ready")
+        return self
+
+    def get(self, path: str, **params):
+        try:
+            response = requests.get(f"{self.url}{path}", params=params, timeout=5)
+        except requests.RequestException:
+            return None
+        return response.json() if response.status_code == 200 else None
+
+    def submit(self, session_id: str, message: str, agent: str = "stub-agent") -> requests.Response:
+        return requests.post(
+            f"{self.url}/agents/{agent}/runs",
+            data={"message": message, "session_id": session_id, "background": "true", "stream": "false"},
+            timeout=30,
+        )
+
+    def stop(self, timeout: float = 60) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log_file.close()
+        return self.process.returncode
+
+
+@pytest.fixture
+def start_serve(transactional_db, redis_db, tmp_path):
+    """Start `manage.py serve` processes against the test database; all are stopped before the tables are flushed."""
+    served: list[ServeProcess] = []
+
+    def start(*, ready: bool = True, **env: str) -> ServeProcess:
+        serve = ServeProcess(tmp_path / f"serve{len(served) + 1}.log", process_env(**env))
+        served.append(serve)
+        return serve.wait_ready() if ready else serve
+
+    yield start
+    for serve in served:
+        serve.stop()

@@ -1,3 +1,5 @@
+import dataclasses
+
 from django.core.management.base import BaseCommand
 
 from queueing.conf import current
@@ -9,4 +11,4 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         report = sweep_once(current())
-        self.stdout.write(f"failed={report.failed} redispatched={report.redispatched} pruned={report.pruned}")
+        self.stdout.write(" ".join(f"{name}={value}" for name, value in dataclasses.asdict(report).items()))

@@ -1,0 +1,70 @@
+"""Warm shutdown (CONTRACT 6): on SIGTERM stop claiming, let running attempts finish within
+AGENTOS_STOP_TIMEOUT_SECONDS, then interrupt the stragglers.
+
+An interrupted attempt with budget left goes back to the queue (`interrupted by worker shutdown`, after a flat
+AGENTOS_RETRY_DELAY_SECONDS); without budget it fails with that text. Agents see the interruption at their
+next checkpoint, like a cancellation; one that does not stop within a moment more (blocked in a call) is
+settled from here and the process exits, so it cannot hold the worker past the lease grace. Its late writes
+are fenced off.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+from .conf import current
+from .executor import Outcome
+from .models import TicketStatus
+
+log = logging.getLogger("agentos.queue")
+INTERRUPTED = "interrupted by worker shutdown"
+
+
+class _State:
+    draining = threading.Event()
+    interrupted = threading.Event()
+
+
+def draining() -> bool:
+    """True once a warm shutdown began: claim nothing new, hand nothing off."""
+    return _State.draining.is_set()
+
+
+def interrupted() -> bool:
+    """True once the drain window closed: running attempts must stop."""
+    return _State.interrupted.is_set()
+
+
+def interrupted_outcome() -> Outcome:
+    return Outcome(TicketStatus.FAILED, error=INTERRUPTED, retryable=True, retry_delay=current().retry_delay_seconds)
+
+
+def begin(*, active_claims, settle, exit_process=os._exit) -> threading.Thread:
+    """Start draining; a timer interrupts what still runs when the window closes, then settles what did not stop."""
+    conf = current()
+    _State.draining.set()
+    log.info("warm shutdown: draining for %ss", conf.stop_timeout_seconds)
+
+    def close_window() -> None:
+        time.sleep(conf.stop_timeout_seconds)
+        if not active_claims.snapshot():
+            return
+        log.warning("drain window closed; interrupting %d running attempt(s)", len(active_claims.snapshot()))
+        _State.interrupted.set()
+        deadline = time.monotonic() + min(2.0, max(0.0, conf.lock_grace_seconds - conf.stop_timeout_seconds - 0.5))
+        while active_claims.snapshot() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stuck = active_claims.claims()
+        if not stuck:
+            return
+        for claim in stuck:
+            log.warning("ticket=%s attempt=%s did not stop; settled as interrupted", claim.ticket_id, claim.attempt)
+            settle(claim, interrupted_outcome())
+        exit_process(0)
+
+    timer = threading.Thread(target=close_window, name="agentos-drain", daemon=True)
+    timer.start()
+    return timer

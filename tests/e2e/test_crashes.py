@@ -1,0 +1,147 @@
+"""Workers that die, freeze or are stopped, with real processes and real signals (CONTRACT 4, 6)."""
+
+import dataclasses
+import re
+import signal
+import time
+
+import pytest
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from queueing.conf import current
+from queueing.models import Ticket
+from queueing.shutdown import INTERRUPTED
+from queueing.tickets import SWEEP_ERROR
+from runs.models import Run, RunEvent
+
+from ..conftest import wait_until
+
+pytestmark = pytest.mark.slow
+GRACE = {"AGENTOS_LOCK_GRACE_SECONDS": "3", "AGENTOS_POLL_INTERVAL": "0.5"}
+
+
+def submit(session_id: str, message: str, *, max_attempts: int = 1) -> str:
+    with override_settings(AGENTOS=dataclasses.replace(current(), max_attempts=max_attempts)):
+        response = APIClient().post(
+            "/agents/stub-agent/runs",
+            {"message": message, "session_id": session_id, "background": "true", "stream": "false"},
+            format="multipart",
+        )
+    assert response.status_code == 202, response.content
+    return response.json()["run_id"]
+
+
+def status_of(run_id: str) -> str:
+    return Run.objects.get(pk=run_id).status
+
+
+def wait_status(run_id: str, status: str, timeout: float) -> Run:
+    wait_until(lambda: status_of(run_id) == status, timeout=timeout, interval=0.1, what=f"{run_id} to be {status}")
+    return Run.objects.get(pk=run_id)
+
+
+def test_sigkill_without_budget_fails_the_run_visibly_and_the_session_moves_on(start_worker, start_sweeper):
+    doomed = start_worker(concurrency=1, **GRACE)
+    start_sweeper(**GRACE)
+    victim = submit("kill-1", "long sleep=10")
+    successor = submit("kill-1", "next sleep=0")
+    bystander = submit("kill-2", "other session sleep=0")
+    wait_status(victim, "RUNNING", timeout=10)
+
+    doomed.signal(signal.SIGKILL)
+    killed = time.monotonic()
+    start_worker(concurrency=4, **GRACE)
+
+    run = wait_status(victim, "ERROR", timeout=3 + 0.5 + 2 + 1)
+    print(f"\nSIGKILL to ERROR: {time.monotonic() - killed:.2f}s (grace 3 s, poll 0.5 s)")
+    assert run.content == SWEEP_ERROR
+    assert Ticket.objects.get(pk=victim).status == "failed"
+    assert wait_status(successor, "COMPLETED", timeout=10).content == "echo: next sleep=0 (history: 0 messages)"
+    assert wait_status(bystander, "COMPLETED", timeout=20).attempt == 1
+
+
+def test_sigkill_with_budget_re_executes_the_run_under_the_same_id(start_worker, start_sweeper):
+    doomed = start_worker(concurrency=1, **GRACE)
+    start_sweeper(**GRACE)
+    victim = submit("kill-3", "long sleep=4", max_attempts=2)
+    wait_status(victim, "RUNNING", timeout=10)
+
+    doomed.signal(signal.SIGKILL)
+    start_worker(concurrency=4, **GRACE)
+
+    run = wait_status(victim, "COMPLETED", timeout=3 + 1 + 4 + 6)
+    assert (run.attempt, run.content) == (2, "echo: long sleep=4 (history: 0 messages)")
+    assert list(RunEvent.objects.filter(run_id=victim, event="RunStarted").values_list("attempt", flat=True)) == [2]
+
+
+def test_a_frozen_worker_that_wakes_after_being_replaced_writes_nothing(start_worker, start_sweeper):
+    zombie = start_worker(concurrency=1, **GRACE)
+    start_sweeper(**GRACE)
+    victim = submit("zombie-1", "frozen sleep=2", max_attempts=2)
+    wait_status(victim, "RUNNING", timeout=10)
+
+    zombie.signal(signal.SIGSTOP)
+    start_worker(concurrency=4, **GRACE)
+    run = wait_status(victim, "COMPLETED", timeout=3 + 1 + 2 + 6)
+    ticket = Ticket.objects.filter(pk=victim).values().get()
+    events = list(RunEvent.objects.filter(run_id=victim).values_list("event", "attempt"))
+    zombie.signal(signal.SIGCONT)
+
+    wait_until(
+        lambda: re.search(rf"ticket={victim} attempt=1 fenced", zombie.log()), timeout=10, what="the late finish"
+    )
+    time.sleep(2)  # let its heartbeat run too
+    assert Ticket.objects.filter(pk=victim).values().get() == ticket
+    after = Run.objects.get(pk=victim)
+    assert (after.status, after.attempt, after.content, after.completed_at) == (
+        "COMPLETED",
+        2,
+        run.content,
+        run.completed_at,
+    )
+    assert list(RunEvent.objects.filter(run_id=victim).values_list("event", "attempt")) == events
+    assert {attempt for _, attempt in events} == {2}
+
+
+def test_sigterm_drains_short_runs_and_requeues_or_fails_long_ones(start_worker):
+    drain = {"AGENTOS_LOCK_GRACE_SECONDS": "8", "AGENTOS_STOP_TIMEOUT_SECONDS": "2", "AGENTOS_RETRY_DELAY_SECONDS": "1"}
+    worker = start_worker(concurrency=4, **drain)
+    short = submit("term-1", "short sleep=1")
+    spent = submit("term-2", "long sleep=20", max_attempts=1)
+    spare = submit("term-3", "long sleep=3", max_attempts=2)
+    for run_id in (short, spent, spare):
+        wait_status(run_id, "RUNNING", timeout=10)
+
+    worker.signal(signal.SIGTERM)
+    assert worker.process.wait(15) == 0
+
+    assert status_of(short) == "COMPLETED"
+    failed = Run.objects.get(pk=spent)
+    assert (failed.status, failed.content) == ("ERROR", INTERRUPTED)
+    assert Ticket.objects.get(pk=spent).error == INTERRUPTED
+    requeued = Ticket.objects.get(pk=spare)
+    assert (requeued.status, requeued.error, requeued.attempt) == ("queued", INTERRUPTED, 1)
+    assert status_of(spare) == "PENDING"
+
+    start_worker(concurrency=4, **drain)
+    assert wait_status(spare, "COMPLETED", timeout=15).attempt == 2
+
+
+def test_an_exploding_run_is_retried_with_backoff_then_fails(start_worker):
+    worker = start_worker(concurrency=2, AGENTOS_RETRY_DELAY_SECONDS="0.3")
+    run_id = submit("retry-1", "explode sleep=0", max_attempts=3)
+
+    run = wait_status(run_id, "ERROR", timeout=20)
+
+    assert (run.content, run.attempt) == ("stub model exploded", 3)
+    ticket = Ticket.objects.get(pk=run_id)
+    assert (ticket.status, ticket.attempt, ticket.error) == ("failed", 3, "stub model exploded")
+    started = list(RunEvent.objects.filter(run_id=run_id, event="RunStarted").values_list("attempt", flat=True))
+    assert started == [1, 2, 3]
+    assert list(RunEvent.objects.filter(run_id=run_id, event="RunError").values_list("attempt", flat=True)) == [3]
+    delays = [
+        float(d) for d in re.findall(rf"ticket={run_id} session=\S+ status=queued retry_in=([\d.]+)s", worker.log())
+    ]
+    assert len(delays) == 2
+    assert 0 <= delays[0] <= 0.3 and 0 <= delays[1] <= 0.6, "full jitter under a ceiling that doubles"

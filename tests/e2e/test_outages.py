@@ -1,0 +1,107 @@
+"""Outages with real processes: the broker flushed or down, PostgreSQL down (CONTRACT 6)."""
+
+import time
+
+import pytest
+from rest_framework.test import APIClient
+
+from agentos_project.embedded import EmbeddedPostgres, EmbeddedRedis
+from runs.models import Run
+
+from ..conftest import free_port, wait_until
+
+pytestmark = pytest.mark.slow
+FAST_SWEEP = {"AGENTOS_POLL_INTERVAL": "0.5"}
+
+
+def submit(client, session_id: str, message: str) -> str:
+    response = client.post(
+        "/agents/stub-agent/runs",
+        {"message": message, "session_id": session_id, "background": "true", "stream": "false"},
+        format="multipart",
+    )
+    assert response.status_code == 202, response.content
+    return response.json()["run_id"]
+
+
+def test_runs_queued_when_the_broker_is_flushed_all_complete(start_worker, start_sweeper, redis_db):
+    api = APIClient()
+    run_ids = [submit(api, f"flush-{n % 50}", f"queued {n} sleep=0") for n in range(100)]
+    assert redis_db.llen("agentos") == 50, "one message per session head"
+
+    redis_db.flushdb()
+    flushed = time.monotonic()
+    start_sweeper(**FAST_SWEEP)
+    start_worker(concurrency=8, **FAST_SWEEP)
+    wait_until(
+        lambda: Run.objects.filter(pk__in=run_ids, status="COMPLETED").count() == 100,
+        timeout=60,
+        interval=0.2,
+        what="the 100 runs to complete after the flush",
+    )
+    print(f"\n100 runs completed {time.monotonic() - flushed:.2f}s after FLUSHDB")
+
+
+def poll(serve, run_id: str, session_id: str) -> dict | None:
+    return serve.get(f"/agents/stub-agent/runs/{run_id}", session_id=session_id)
+
+
+def wait_status(serve, run_id, session_id, status, timeout):
+    return wait_until(
+        lambda: (body := poll(serve, run_id, session_id)) and body["status"] == status and body,
+        timeout=timeout,
+        interval=0.2,
+        what=f"run {run_id} to be {status}",
+    )
+
+
+def test_a_submit_while_redis_is_down_is_accepted_and_runs_once_redis_returns(start_serve, tmp_path):
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    redis_server = EmbeddedRedis(tmp_path, url)
+    redis_server.start()
+    try:
+        serve = start_serve(REDIS_URL=url, CELERY_BROKER_URL=url, **FAST_SWEEP)
+        redis_server.stop()
+
+        response = serve.submit("redis-down", "while down sleep=0")
+        assert response.status_code == 202, response.text
+        run_id = response.json()["run_id"]
+        time.sleep(1)
+        assert poll(serve, run_id, "redis-down")["status"] == "PENDING"
+
+        redis_server = EmbeddedRedis(tmp_path, url)
+        redis_server.start()
+        returned = time.monotonic()
+        body = wait_status(serve, run_id, "redis-down", "COMPLETED", timeout=60)
+        assert body["content"] == "echo: while down sleep=0 (history: 0 messages)"
+        print(f"\nrun completed {time.monotonic() - returned:.2f}s after Redis returned")
+    finally:
+        redis_server.stop()
+
+
+def test_postgres_down_answers_503_and_workers_carry_on_when_it_returns(start_serve, tmp_path):
+    database_url = f"postgresql://postgres@127.0.0.1:{free_port()}/agentos"
+    postgres = EmbeddedPostgres(tmp_path, database_url)
+    postgres.start()
+    try:
+        serve = start_serve(DATABASE_URL=database_url, **FAST_SWEEP)
+        first = serve.submit("pg-1", "before sleep=0").json()
+        wait_status(serve, first["run_id"], "pg-1", "COMPLETED", timeout=20)
+
+        postgres.stop()
+        response = serve.submit("pg-2", "while down sleep=0")
+        assert response.status_code == 503
+        assert response.json() == {"detail": "Database unavailable; the run was not accepted, retry shortly"}
+
+        postgres.start()
+        again = wait_until(
+            lambda: (r := serve.submit("pg-2", "after sleep=0")).status_code == 202 and r.json(),
+            timeout=30,
+            interval=0.5,
+            what="submits to be accepted again",
+        )
+        body = wait_status(serve, again["run_id"], "pg-2", "COMPLETED", timeout=30)
+        assert body["content"] == "echo: after sleep=0 (history: 0 messages)"
+        assert serve.process.poll() is None, "nothing was restarted"
+    finally:
+        postgres.stop()

@@ -1,0 +1,76 @@
+"""The sweeper's pass, against PostgreSQL and the test Redis: stale leases, lost messages, retention."""
+
+import dataclasses
+
+import pytest
+
+from queueing import router
+from queueing.conf import current
+from queueing.models import Ticket
+from queueing.sweeper import lost_messages, sweep_once
+from queueing.tickets import SWEEP_ERROR
+from runs.models import Run
+
+from .conftest import accept, backdate, claim, set_budget, snapshot
+
+pytestmark = pytest.mark.django_db
+
+
+def conf(**changes):
+    return dataclasses.replace(current(), **changes)
+
+
+def settle(ticket_id):
+    backdate(ticket_id, field="available_at", seconds=10)
+    backdate(ticket_id, field="updated_at", seconds=10)
+
+
+def test_a_claimable_ticket_without_a_live_message_is_found_and_published_again(redis_db):
+    lost = accept(session_id="lost-1")  # in this test transaction on_commit never publishes: no message
+    behind = accept(session_id="lost-1")
+    fresh = accept(session_id="lost-2")
+    settle(lost)
+    settle(behind)
+
+    assert lost_messages(conf()) == [snapshot(lost)["id"]], "only a settled head; not one behind it, not a fresh one"
+    assert sweep_once(conf()).lost_messages == 1
+    assert lost_messages(conf()) == []
+    assert fresh != lost
+
+
+def test_a_message_marked_live_is_left_alone_until_consumed(redis_db):
+    ticket_id = accept(session_id="lost-3")
+    settle(ticket_id)
+    assert router.publish(ticket_id)
+
+    assert lost_messages(conf()) == []
+    router.consumed(ticket_id)
+    assert lost_messages(conf()) == [snapshot(ticket_id)["id"]]
+
+
+def test_a_stale_lease_without_budget_is_failed_and_one_with_budget_is_dispatched_once_per_grace(redis_db):
+    spent, spare = accept(session_id="stale-1"), accept(session_id="stale-2")
+    set_budget(spare, 2)
+    claim(spent)
+    claim(spare)
+    backdate(spent)
+    backdate(spare)
+    backdate(spare, field="updated_at")
+
+    report = sweep_once(conf(lock_grace_seconds=60))
+
+    assert (report.failed, report.redispatched) == (1, 1)
+    assert (snapshot(spent)["status"], snapshot(spent)["error"]) == ("failed", SWEEP_ERROR)
+    assert Run.objects.get(pk=spent).status == "ERROR"
+    assert snapshot(spare)["status"] == "running", "a worker reclaims it when the message arrives"
+    assert sweep_once(conf(lock_grace_seconds=60)).redispatched == 0
+
+
+def test_old_terminal_tickets_are_pruned(redis_db):
+    ticket_id = accept(session_id="prune-1")
+    Ticket.objects.filter(pk=ticket_id).update(status="cancelled", is_head=False)
+    Ticket.objects.filter(pk=ticket_id).update(completed_at=snapshot(ticket_id)["created_at"])
+    backdate(ticket_id, field="completed_at", seconds=100)
+
+    assert sweep_once(conf(retention_seconds=60)).pruned == 1
+    assert not Ticket.objects.filter(pk=ticket_id).exists()
