@@ -17,6 +17,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
+import queue
+import threading
+import time
 from collections.abc import Iterable
 
 import redis
@@ -57,9 +61,69 @@ def publish(ticket_id, *, countdown: float | None = None) -> bool:
     return True
 
 
+class Publisher:
+    """Sends, on a thread of its own, the messages that transactions asked for on commit.
+
+    So a slow or absent broker never holds a request (an accept answers 202 as soon as its rows commit) or a
+    worker thread. After a refused publish, messages are dropped for BROKER_PAUSE seconds instead of each
+    waiting out a connection timeout; their tickets stay claimable without a marker, and the sweeper sends
+    them once the broker is back.
+    """
+
+    BROKER_PAUSE = 5.0
+
+    def __init__(self) -> None:
+        self._start_lock = threading.Lock()
+        self._owner_pid: int | None = None
+
+    def _start(self) -> None:
+        """On first use in a process (a forked child included): a fresh queue and thread of its own."""
+        with self._start_lock:
+            if self._owner_pid == os.getpid():
+                return
+            self._queue: queue.SimpleQueue = queue.SimpleQueue()
+            self._idle = threading.Condition()
+            self._pending = 0
+            self._paused_until = 0.0
+            threading.Thread(target=self._run, name="agentos-publisher", daemon=True).start()
+            self._owner_pid = os.getpid()
+
+    def submit(self, ticket_id, countdown: float | None) -> None:
+        if self._owner_pid != os.getpid():
+            self._start()
+        with self._idle:
+            self._pending += 1
+        self._queue.put((ticket_id, countdown))
+
+    def _run(self) -> None:
+        while True:
+            ticket_id, countdown = self._queue.get()
+            try:
+                if time.monotonic() < self._paused_until:
+                    log.info("dispatch skipped ticket=%s: broker refused recently; the sweeper will send it", ticket_id)
+                elif not publish(ticket_id, countdown=countdown):
+                    self._paused_until = time.monotonic() + self.BROKER_PAUSE
+            except Exception:  # never let one message stop the thread
+                log.exception("dispatch crashed ticket=%s", ticket_id)
+            finally:
+                with self._idle:
+                    self._pending -= 1
+                    self._idle.notify_all()
+
+    def flush(self, timeout: float = 10) -> bool:
+        """Wait until every message submitted so far was sent (or dropped); False on timeout."""
+        if self._owner_pid != os.getpid():
+            return True
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+
+
+publisher = Publisher()
+
+
 def on_commit(ticket_id, *, countdown: float | None = None) -> None:
-    """Publish `ticket_id` once the current transaction commits (at once when there is none)."""
-    transaction.on_commit(lambda: publish(ticket_id, countdown=countdown))
+    """Publish `ticket_id` once the current transaction commits (at once when there is none), off this thread."""
+    transaction.on_commit(lambda: publisher.submit(ticket_id, countdown))
 
 
 def consumed(ticket_id) -> None:

@@ -129,6 +129,7 @@ CELERY_WORKER_POOL = "threads"
 CELERY_WORKER_CONCURRENCY = AGENTOS.max_concurrency or 512
 CELERY_TASK_DEFAULT_QUEUE = "agentos"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # a worker waits out a broker outage instead of exiting
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5}
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False

@@ -8,6 +8,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from queueing import router
 from queueing.executor import Outcome
 from queueing.tickets import ticket_finish, ticket_retry
 from queueing.worker import worker_execute
@@ -32,8 +33,10 @@ def broker_messages(redis_db) -> list[dict]:
 def test_accept_publishes_only_after_commit_and_the_message_carries_only_the_ticket_id(redis_db):
     with transaction.atomic():
         ticket_id = accept(session_id="publish-1")
+        assert router.publisher.flush()
         assert broker_messages(redis_db) == []
 
+    assert router.publisher.flush()
     messages = broker_messages(redis_db)
     assert [(m["args"], m["kwargs"], m["headers"]["task"]) for m in messages] == [
         ([ticket_id], {}, "agentos.execute_ticket")
@@ -45,6 +48,7 @@ def test_a_ticket_behind_its_session_head_gets_no_message(redis_db):
     accept(session_id="publish-2")
     accept(session_id="publish-2")
 
+    assert router.publisher.flush()
     assert len(broker_messages(redis_db)) == 1
 
 
@@ -78,9 +82,11 @@ def test_a_message_for_a_finished_ticket_is_dropped(redis_db):
 @pytest.mark.parametrize("hand_off", [True, False])
 def test_the_end_of_a_head_claims_its_successor_in_the_same_transaction_or_publishes_it(redis_db, hand_off):
     head, successor = accept(session_id=f"handoff-{hand_off}"), accept(session_id=f"handoff-{hand_off}")
+    assert router.publisher.flush()
     redis_db.delete(QUEUE)
 
     finished = ticket_finish(claim=claim(head), outcome=Outcome("completed"), hand_off=hand_off)
+    assert router.publisher.flush()
 
     run = Run.objects.get(pk=successor)
     if hand_off:
