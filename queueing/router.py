@@ -14,6 +14,7 @@ gets a harmless duplicate.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import logging
@@ -86,6 +87,7 @@ class Publisher:
             self._pending = 0
             self._paused_until = 0.0
             threading.Thread(target=self._run, name="agentos-publisher", daemon=True).start()
+            atexit.register(self.flush, 5)  # a process that exits sends what it owes first
             self._owner_pid = os.getpid()
 
     def submit(self, ticket_id, countdown: float | None) -> None:

@@ -15,6 +15,7 @@ import os
 import threading
 import time
 
+from . import router
 from .conf import current
 from .executor import Outcome
 from .models import TicketStatus
@@ -63,6 +64,7 @@ def begin(*, active_claims, settle, exit_process=os._exit) -> threading.Thread:
         for claim in stuck:
             log.warning("ticket=%s attempt=%s did not stop; settled as interrupted", claim.ticket_id, claim.attempt)
             settle(claim, interrupted_outcome())
+        router.publisher.flush(2)
         exit_process(0)
 
     timer = threading.Thread(target=close_window, name="agentos-drain", daemon=True)
