@@ -1,14 +1,18 @@
 """Races proved with real, separate database connections (one per thread)."""
 
+import dataclasses
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from django.db import connection
 
+from queueing.conf import current
 from queueing.models import Ticket
+from queueing.sweeper import sweep_once
+from runs.models import RunEvent
 
-from .conftest import accept, claim, finish
+from .conftest import accept, backdate, claim, finish
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -59,3 +63,16 @@ def test_accepts_racing_the_end_of_the_head_leave_exactly_one_head():
 
         live = Ticket.objects.filter(session_id=session, status="queued").order_by("session_seq")
         assert [t.is_head for t in live] == [True, False, False], f"round {round_}"
+
+
+def test_concurrent_sweepers_fail_each_stale_ticket_once():
+    stale = [accept(session_id=f"race-sweep-{n}") for n in range(10)]
+    for ticket_id in stale:
+        claim(ticket_id)
+        backdate(ticket_id)
+
+    reports = in_threads(4, lambda i: sweep_once(dataclasses.replace(current(), lock_grace_seconds=60)))
+
+    assert sum(report.failed for report in reports) == 10
+    assert Ticket.objects.filter(pk__in=stale, status="failed").count() == 10
+    assert RunEvent.objects.filter(run_id__in=stale, event="RunError").count() == 10

@@ -1,14 +1,21 @@
 """The worker's handling of messages, and what accept publishes, read back from the real Redis broker."""
 
 import base64
+import dataclasses
 import datetime
 import json
+import time
 
 import pytest
 from django.db import transaction
+from django.test import override_settings
 from django.utils import timezone
 
+from agents_registry.chat_models import StubModel
+from agents_registry.components import Agent
+from agents_registry.registry import registry
 from queueing import router
+from queueing.conf import current
 from queueing.executor import Outcome
 from queueing.tickets import ticket_finish, ticket_retry
 from queueing.worker import worker_execute
@@ -99,3 +106,30 @@ def test_the_end_of_a_head_claims_its_successor_in_the_same_transaction_or_publi
         assert finished.next_claim is None
         assert (snapshot(successor)["status"], run.status) == ("queued", "PENDING")
         assert [m["args"] for m in broker_messages(redis_db)] == [[successor]]
+
+
+@pytest.mark.django_db
+def test_an_attempt_longer_than_the_timeout_ends_with_the_contract_text(redis_db):
+    ticket_id = accept(session_id="timeout-1", message="slow sleep=30")
+
+    with override_settings(AGENTOS=dataclasses.replace(current(), timeout_seconds=0.2)):
+        started = time.monotonic()
+        assert worker_execute(ticket_id=ticket_id) is True
+
+    assert time.monotonic() - started < 5
+    run = Run.objects.get(pk=ticket_id)
+    assert (run.status, run.content) == ("ERROR", "Run exceeded timeout_seconds=0.2")
+    assert snapshot(ticket_id)["error"] == "Run exceeded timeout_seconds=0.2"
+
+
+@pytest.mark.django_db
+def test_a_permanent_error_is_not_retried_whatever_the_budget(redis_db):
+    agent = registry.register(Agent(id="retired-agent", name="Retired", model=StubModel()))
+    ticket_id = accept(session_id="permanent-1", component="retired-agent")
+    set_budget(ticket_id, 3)
+    registry.unregister(agent.kind, agent.id)
+
+    assert worker_execute(ticket_id=ticket_id) is True
+
+    assert (snapshot(ticket_id)["status"], snapshot(ticket_id)["attempt"]) == ("failed", 1)
+    assert Run.objects.get(pk=ticket_id).content == "Component agent 'retired-agent' is not registered here"
