@@ -50,28 +50,13 @@ def process_env(**overrides: str) -> dict[str, str]:
     return env
 
 
-class WorkerProcess:
-    """A real `celery -A agentos_project worker` subprocess, its output in a log file."""
+class ChildProcess:
+    """A real agentos process the test started, its output in a log file; stopped with `stop_signal`."""
 
-    def __init__(self, name: str, log_path: Path, env: dict[str, str], concurrency: int):
-        self.name = name
+    stop_signal = signal.SIGTERM
+
+    def __init__(self, command: list[str], log_path: Path, env: dict[str, str]):
         self.log_path = log_path
-        command = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "agentos_project",
-            "worker",
-            "-l",
-            "info",
-            "-c",
-            str(concurrency),
-            "-n",
-            f"{name}@%h",
-            "--without-gossip",
-            "--without-mingle",
-        ]
         self.log_file = open(log_path, "w")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self.log_file, stderr=subprocess.STDOUT)
 
@@ -82,21 +67,20 @@ class WorkerProcess:
     def log(self) -> str:
         return self.log_path.read_text()
 
-    def wait_ready(self, timeout: float = 30) -> WorkerProcess:
-        def ready():
-            if self.process.poll() is not None:
-                pytest.fail(f"worker {self.name} exited with {self.process.returncode}:\n{self.log()}")
-            return " ready." in self.log()
-
-        wait_until(ready, timeout=timeout, what=f"worker {self.name} to be ready")
-        return self
-
     def signal(self, signum: int) -> None:
         self.process.send_signal(signum)
 
-    def stop(self, timeout: float = 20) -> int:
+    def wait_for(self, predicate: Callable[[], object], *, timeout: float, what: str):
+        def ready():
+            if self.process.poll() is not None:
+                pytest.fail(f"{what}: the process exited with {self.process.returncode}:\n{self.log()}")
+            return predicate()
+
+        return wait_until(ready, timeout=timeout, interval=0.1, what=what)
+
+    def stop(self, timeout: float = 60) -> int:
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self.process.send_signal(self.stop_signal)
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -104,6 +88,20 @@ class WorkerProcess:
                 self.process.wait()
         self.log_file.close()
         return self.process.returncode
+
+
+class WorkerProcess(ChildProcess):
+    """`celery -A agentos_project worker` (threads pool)."""
+
+    def __init__(self, name: str, log_path: Path, env: dict[str, str], concurrency: int):
+        self.name = name
+        celery = [sys.executable, "-m", "celery", "-A", "agentos_project", "worker", "-l", "info"]
+        options = ["-c", str(concurrency), "-n", f"{name}@%h", "--without-gossip", "--without-mingle"]
+        super().__init__(celery + options, log_path, env)
+
+    def wait_ready(self, timeout: float = 30) -> WorkerProcess:
+        self.wait_for(lambda: " ready." in self.log(), timeout=timeout, what=f"worker {self.name} to be ready")
+        return self
 
 
 @pytest.fixture(scope="session")
@@ -115,19 +113,17 @@ def django_db_setup(django_db_setup):
 
 @pytest.fixture
 def start_sweeper(transactional_db, tmp_path):
-    """Start real `manage.py sweeper` processes; stopped (SIGTERM) before the tables are flushed."""
-    sweepers: list[subprocess.Popen] = []
+    """Start real `manage.py sweeper` processes; stopped before the tables are flushed."""
+    sweepers: list[ChildProcess] = []
 
-    def start(**env: str) -> subprocess.Popen:
-        log = open(tmp_path / f"sweeper{len(sweepers) + 1}.log", "w")  # noqa: SIM115 - the child owns it
-        command = [sys.executable, "manage.py", "sweeper"]
-        sweepers.append(subprocess.Popen(command, cwd=ROOT, env=process_env(**env), stdout=log, stderr=log))
+    def start(**env: str) -> ChildProcess:
+        log_path = tmp_path / f"sweeper{len(sweepers) + 1}.log"
+        sweepers.append(ChildProcess([sys.executable, "manage.py", "sweeper"], log_path, process_env(**env)))
         return sweepers[-1]
 
     yield start
     for sweeper in sweepers:
-        sweeper.terminate()
-        sweeper.wait(10)
+        sweeper.stop()
 
 
 @pytest.fixture
@@ -161,38 +157,36 @@ def api() -> APIClient:
     return APIClient()
 
 
+def submit_background(client: APIClient, session_id: str, message: str) -> str:
+    """Submit a background, non-streaming stub-agent run in-process; returns its run_id (asserting the 202)."""
+    response = client.post(
+        "/agents/stub-agent/runs",
+        {"message": message, "session_id": session_id, "background": "true", "stream": "false"},
+        format="multipart",
+    )
+    assert response.status_code == 202, response.content
+    return response.json()["run_id"]
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
 
 
-class ServeProcess:
-    """A real `python manage.py serve` (web + worker + sweeper) on a free port."""
+class ServeProcess(ChildProcess):
+    """`python manage.py serve` (web + worker + sweeper) on a free port; stopped like Ctrl-C."""
+
+    stop_signal = signal.SIGINT
 
     def __init__(self, log_path: Path, env: dict[str, str]):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_path
-        self.log_file = open(log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            [sys.executable, "manage.py", "serve", "--port", str(self.port)],
-            cwd=ROOT,
-            env=env,
-            stdout=self.log_file,
-            stderr=subprocess.STDOUT,
-        )
-
-    def log(self) -> str:
-        return self.log_path.read_text()
+        super().__init__([sys.executable, "manage.py", "serve", "--port", str(self.port)], log_path, env)
 
     def wait_ready(self, timeout: float = 60) -> ServeProcess:
-        def ready():
-            if self.process.poll() is not None:
-                pytest.fail(f"serve exited with {self.process.returncode}:\n{self.log()}")
-            return " ready." in self.log() and self.get("/health") is not None
-
-        wait_until(ready, timeout=timeout, interval=0.2, what="serve to be ready")
+        ready = lambda: " ready." in self.log() and self.get("/health") is not None  # noqa: E731
+        self.wait_for(ready, timeout=timeout, what="serve to be ready")
         return self
 
     def get(self, path: str, **params):
@@ -208,17 +202,6 @@ class ServeProcess:
             data={"message": message, "session_id": session_id, "background": "true", "stream": "false"},
             timeout=30,
         )
-
-    def stop(self, timeout: float = 60) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log_file.close()
-        return self.process.returncode
 
 
 @pytest.fixture

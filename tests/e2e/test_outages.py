@@ -9,25 +9,15 @@ from agentos_project.embedded import EmbeddedPostgres, EmbeddedRedis
 from queueing import router
 from runs.models import Run
 
-from ..conftest import free_port, wait_until
+from ..conftest import free_port, submit_background, wait_until
 
 pytestmark = pytest.mark.slow
 FAST_SWEEP = {"AGENTOS_POLL_INTERVAL": "0.5"}
 
 
-def submit(client, session_id: str, message: str) -> str:
-    response = client.post(
-        "/agents/stub-agent/runs",
-        {"message": message, "session_id": session_id, "background": "true", "stream": "false"},
-        format="multipart",
-    )
-    assert response.status_code == 202, response.content
-    return response.json()["run_id"]
-
-
 def test_runs_queued_when_the_broker_is_flushed_all_complete(start_worker, start_sweeper, redis_db):
     api = APIClient()
-    run_ids = [submit(api, f"flush-{n % 50}", f"queued {n} sleep=0") for n in range(100)]
+    run_ids = [submit_background(api, f"flush-{n % 50}", f"queued {n} sleep=0") for n in range(100)]
     assert router.publisher.flush()
     assert redis_db.llen("agentos") == 50, "one message per session head"
 

@@ -12,19 +12,9 @@ from queueing.models import Ticket
 from queueing.router import publish
 from runs.models import FINISHED, Run
 
-from ..conftest import wait_until
+from ..conftest import submit_background, wait_until
 
 pytestmark = pytest.mark.slow
-
-
-def submit(client, session_id: str, message: str) -> str:
-    response = client.post(
-        "/agents/stub-agent/runs",
-        {"message": message, "session_id": session_id, "background": "true", "stream": "false"},
-        format="multipart",
-    )
-    assert response.status_code == 202, response.content
-    return response.json()["run_id"]
 
 
 def poll(client, run_id: str, session_id: str) -> dict:
@@ -34,10 +24,10 @@ def poll(client, run_id: str, session_id: str) -> dict:
 def test_seed_scenario_three_runs_on_one_session_one_on_another(start_worker):
     start_worker(concurrency=8)
     api = APIClient()
-    a = submit(api, "chat-1", "A sleep=1")
-    b = submit(api, "chat-1", "B sleep=1")
-    c = submit(api, "chat-1", "C sleep=1")
-    d = submit(api, "chat-2", "D sleep=1")
+    a = submit_background(api, "chat-1", "A sleep=1")
+    b = submit_background(api, "chat-1", "B sleep=1")
+    c = submit_background(api, "chat-1", "C sleep=1")
+    d = submit_background(api, "chat-2", "D sleep=1")
 
     wait_until(lambda: poll(api, a, "chat-1")["status"] == "RUNNING", timeout=10, what="A to start")
     for waiting in (b, c):
@@ -82,7 +72,7 @@ def test_randomized_sessions_execute_in_order_without_overlap_across_two_workers
             for k in range(10):
                 for session in mine:
                     if k < len(plan[session]):
-                        run_ids[session].append(submit(client, session, plan[session][k]))
+                        run_ids[session].append(submit_background(client, session, plan[session][k]))
         finally:
             connection.close()
 

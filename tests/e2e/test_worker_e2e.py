@@ -14,19 +14,9 @@ from queueing.models import Ticket
 from queueing.router import publish
 from runs.models import FINISHED, Run, RunEvent
 
-from ..conftest import wait_until
+from ..conftest import submit_background, wait_until
 
 pytestmark = pytest.mark.slow
-
-
-def submit(client, session_id: str, message: str) -> str:
-    response = client.post(
-        "/agents/stub-agent/runs",
-        {"message": message, "session_id": session_id, "background": "true", "stream": "false"},
-        format="multipart",
-    )
-    assert response.status_code == 202, response.content
-    return response.json()["run_id"]
 
 
 def wait_all_finished(run_ids, timeout: float):
@@ -46,7 +36,7 @@ def test_200_runs_over_20_sessions_complete_with_their_session_history(start_wor
         client, session = APIClient(), f"e2e-{number}"
         try:
             submitted[session] = [
-                (submit(client, session, f"turn {k} of {session} sleep=0"), f"turn {k} of {session} sleep=0")
+                (submit_background(client, session, f"turn {k} of {session} sleep=0"), f"turn {k} of {session} sleep=0")
                 for k in range(10)
             ]
         finally:
@@ -76,11 +66,11 @@ def test_duplicated_messages_execute_the_run_once(start_worker):
     api = APIClient()
     generous = dataclasses.replace(current(), max_attempts=3)
     with override_settings(AGENTOS=generous):
-        queued_first = submit(api, "dup-1", "queued twice sleep=0")
+        queued_first = submit_background(api, "dup-1", "queued twice sleep=0")
         publish(queued_first)
         publish(queued_first)
         worker = start_worker(concurrency=4)
-        running = submit(api, "dup-2", "duplicated while running sleep=2")
+        running = submit_background(api, "dup-2", "duplicated while running sleep=2")
         wait_until(lambda: Run.objects.get(pk=running).status == "RUNNING", timeout=10, what="run to start")
         publish(running)
         publish(running)
