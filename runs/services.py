@@ -20,6 +20,7 @@ from queueing.tickets import ticket_accept
 from .exceptions import BackgroundNeedsStore, QueueFull, StreamingUnavailable
 from .execution import EventSink, LegResult, run_leg
 from .idempotency import idempotent_replay
+from .inprocess import runner
 from .models import AgentSession, Run, RunEvent, RunStatus
 
 SESSIONS = AgentSession._meta.db_table
@@ -111,12 +112,15 @@ def run_submit(*, submission: Submission) -> Accepted:
 
     Refuses (writing nothing) a component without a store (400); replays an earlier submission with the same
     Idempotency-Key (CONTRACT 7), before the queue-depth check (429). Two identical submits racing each other
-    yield one run: the unique index makes the loser roll back and replay the winner.
+    yield one run: the unique index makes the loser roll back and replay the winner. With the durable queue off,
+    the run executes in this process instead (`run_submit_in_process`).
     """
     conf = current()
     component = submission.component
     if not component.has_store:
         raise BackgroundNeedsStore()
+    if not conf.queue_durable:
+        return run_submit_in_process(submission=submission)
     if submission.idempotency_key and (earlier := idempotent_replay(submission)):
         return earlier
     if submission.stream:
@@ -143,6 +147,17 @@ def run_submit(*, submission: Submission) -> Accepted:
         if submission.idempotency_key and (winner := idempotent_replay(submission)):
             return winner
         raise
+    return Accepted(str(run.run_id), run.session_id, run.status)
+
+
+def run_submit_in_process(*, submission: Submission) -> Accepted:
+    """AGENTOS_QUEUE_DURABLE=false: the run row commits, then the run waits for a slot of this process's bounded
+    pool (runs.inprocess). Not durable, not ordered, no ticket."""
+    if submission.stream:
+        raise StreamingUnavailable()
+    with transaction.atomic():
+        run = _create_run(submission, queued=False)
+        runner.submit(run.run_id)
     return Accepted(str(run.run_id), run.session_id, run.status)
 
 

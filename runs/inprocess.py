@@ -1,0 +1,59 @@
+"""AGENTOS_QUEUE_DURABLE=false: background runs execute in the accepting process (AgentOS' non-durable mode).
+
+At most AGENTOS_MAX_CONCURRENCY run at once per process; runs beyond the cap wait as PENDING for a slot.
+Nothing here survives the process: a run accepted by a process that dies is lost, as AgentOS documents
+for this mode. There is no ticket, no per-session order and no idempotency.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from django.db import close_old_connections, connection, transaction
+
+from queueing.conf import current
+
+log = logging.getLogger("agentos.runs")
+UNCAPPED_THREADS = 256
+
+
+class InProcessRunner:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pid: int | None = None
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pool = ThreadPoolExecutor(current().max_concurrency or UNCAPPED_THREADS, "agentos-run")
+                self._pid = os.getpid()
+            return self._pool
+
+    def submit(self, run_id) -> None:
+        """Run `run_id` on this process's bounded pool once the current transaction commits."""
+        transaction.on_commit(lambda: self._executor().submit(self._execute, run_id))
+
+    @staticmethod
+    def _execute(run_id) -> None:
+        from .execution import run_leg
+        from .services import run_record_leg, run_start
+
+        close_old_connections()
+        try:
+            run = run_start(run_id=run_id, attempt=1)
+            if run is None:
+                return
+            leg = run_leg(run, attempt=1, timeout_seconds=current().timeout_seconds)
+            with transaction.atomic():
+                run_record_leg(run_id=run_id, attempt=1, leg=leg, final=True)
+        except Exception:
+            log.exception("run=%s failed in-process", run_id)
+        finally:
+            connection.close()
+
+
+runner = InProcessRunner()

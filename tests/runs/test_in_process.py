@@ -1,0 +1,33 @@
+"""AGENTOS_QUEUE_DURABLE=false: background runs execute in the accepting process, bounded, with no ticket."""
+
+import dataclasses
+
+import pytest
+from django.test import override_settings
+
+from queueing.conf import current
+from queueing.models import Ticket
+from runs.models import Run
+
+from ..conftest import submit_background, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_runs_execute_in_process_one_slot_at_a_time_beyond_the_cap(api):
+    with override_settings(AGENTOS=dataclasses.replace(current(), queue_durable=False, max_concurrency=1)):
+        first = submit_background(api, "inproc-1", "first sleep=0.5")
+        second = submit_background(api, "inproc-2", "second sleep=0")
+
+        wait_until(lambda: Run.objects.get(pk=first).status == "RUNNING", timeout=5, what="the first run to start")
+        assert Run.objects.get(pk=second).status == "PENDING", "beyond the cap a run waits for a slot"
+        wait_until(
+            lambda: Run.objects.filter(pk__in=[first, second], status="COMPLETED").count() == 2,
+            timeout=10,
+            what="both runs to complete",
+        )
+
+    runs = {str(r.run_id): r for r in Run.objects.filter(pk__in=[first, second])}
+    assert runs[second].started_at >= runs[first].completed_at
+    assert runs[second].content == "echo: second sleep=0 (history: 0 messages)"
+    assert not Ticket.objects.exists()
