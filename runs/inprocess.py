@@ -39,17 +39,11 @@ class InProcessRunner:
 
     @staticmethod
     def _execute(run_id) -> None:
-        from .execution import run_leg
-        from .services import run_record_leg, run_start
+        from .services import run_execute_unqueued
 
         close_old_connections()
         try:
-            run = run_start(run_id=run_id, attempt=1)
-            if run is None:
-                return
-            leg = run_leg(run, attempt=1, timeout_seconds=current().timeout_seconds)
-            with transaction.atomic():
-                run_record_leg(run_id=run_id, attempt=1, leg=leg, final=True)
+            run_execute_unqueued(run_id=run_id)
         except Exception:
             log.exception("run=%s failed in-process", run_id)
         finally:

@@ -161,25 +161,31 @@ def run_submit_in_process(*, submission: Submission) -> Accepted:
     return Accepted(str(run.run_id), run.session_id, run.status)
 
 
-def run_start(*, run_id, attempt: int) -> Run | None:
-    """Mark the run RUNNING for `attempt`; None when a newer attempt already started it (fenced)."""
-    if not Run.objects.filter(pk=run_id, attempt__lt=attempt).update(
-        status=RunStatus.RUNNING, attempt=attempt, started_at=Now()
-    ):
-        return None
-    return Run.objects.get(pk=run_id)
+def run_start(*, run_id, attempt: int) -> bool:
+    """Mark the run RUNNING for `attempt`; False when a newer attempt already started it (fenced)."""
+    return bool(
+        Run.objects.filter(pk=run_id, attempt__lt=attempt).update(
+            status=RunStatus.RUNNING, attempt=attempt, started_at=Now()
+        )
+    )
+
+
+def run_execute_unqueued(*, run_id) -> None:
+    """Execute a run that has no ticket (inline, or in-process with the durable queue off): one attempt,
+    recorded like a queued run's."""
+    if not run_start(run_id=run_id, attempt=1):
+        return
+    leg = run_leg(Run.objects.get(pk=run_id), attempt=1, timeout_seconds=current().timeout_seconds)
+    with transaction.atomic():
+        run_record_leg(run_id=run_id, attempt=1, leg=leg, final=True)
 
 
 def run_execute_inline(*, submission: Submission) -> Run:
-    """Run in this process (background=false): not queued, not ordered, recorded like a queued run."""
+    """Run in this process and answer with the result (background=false): not queued, not ordered."""
     with transaction.atomic():
         run = _create_run(submission, queued=False)
-    run = run_start(run_id=run.run_id, attempt=1)
-    leg = run_leg(run, attempt=1, timeout_seconds=current().timeout_seconds)
-    with transaction.atomic():
-        run_record_leg(run_id=run.run_id, attempt=1, leg=leg, final=True)
-    run.refresh_from_db()
-    return run
+    run_execute_unqueued(run_id=run.run_id)
+    return Run.objects.get(pk=run.run_id)
 
 
 def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None:
