@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import functools
 
 import redis
 from django.db import connection
@@ -12,13 +11,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from queueing.conf import current
+from queueing.router import redis_client
 
 STARTED_AT = datetime.datetime.now(datetime.UTC)
-
-
-@functools.cache
-def redis_client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
 
 
 def postgres_answers() -> bool:

@@ -45,8 +45,6 @@ _NAMES = {
     },
 }
 
-TERMINAL_ROLES = ("completed", "error", "cancelled")
-
 
 def event_name(kind: str, role: str) -> str:
     """The wire name of an event `role` ("started", "content", ...) for a component of `kind`."""

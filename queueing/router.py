@@ -34,7 +34,8 @@ MARKER = "agentos:message:{}"
 
 
 @functools.cache
-def _redis(url: str) -> redis.Redis:
+def redis_client(url: str) -> redis.Redis:
+    """One client per Redis URL per process, with short timeouts (a down Redis must answer quickly)."""
     return redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2)
 
 
@@ -42,7 +43,7 @@ def markers() -> redis.Redis:
     """Where the markers live: the broker's Redis when the broker is Redis, else REDIS_URL."""
     conf = current()
     broker = conf.celery_broker_url
-    return _redis(broker if broker.startswith(("redis://", "rediss://", "unix://")) else conf.redis_url)
+    return redis_client(broker if broker.startswith(("redis://", "rediss://", "unix://")) else conf.redis_url)
 
 
 def publish(ticket_id, *, countdown: float | None = None) -> bool:

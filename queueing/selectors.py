@@ -14,10 +14,6 @@ def queue_is_full(*, max_depth: int) -> bool:
     return Ticket.objects.filter(status=TicketStatus.QUEUED).order_by()[max_depth - 1 : max_depth].exists()
 
 
-def ticket_get(*, ticket_id) -> Ticket | None:
-    return Ticket.objects.filter(pk=ticket_id).first()
-
-
 def ticket_by_idempotency_key(*, scope: str, key: str) -> Ticket | None:
     """The ticket accepted under this Idempotency-Key in this scope (the user id, "" for anonymous)."""
     return Ticket.objects.filter(idempotency_scope=scope, idempotency_key=key).first()

@@ -13,8 +13,10 @@ from .models import Run, RunEvent, RunStatus
 
 def run_get(*, kind: str, component_id: str, run_id: str, session_id: str) -> Run:
     """The run, only when it belongs to this component and session; else `RunNotFound` (404)."""
+    if not _is_uuid(run_id):
+        raise RunNotFound()
     run = Run.objects.filter(
-        pk=run_id if _is_uuid(run_id) else None,
+        pk=run_id,
         session_id=session_id,
         component_type=kind,
         component_id=component_id,

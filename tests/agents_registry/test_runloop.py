@@ -25,7 +25,7 @@ def test_agent_sees_the_session_history(make_context):
     assert result.content == "echo: c sleep=0 (history: 2 messages)"
 
 
-def test_agent_cancelled_mid_run_keeps_partial_content(make_context):
+def test_agent_cancelled_before_answering_ends_cancelled(make_context):
     result = registry.get("agent", "stub-agent").run(
         RunRequest(message="x sleep=0"), make_context(cancelled=lambda: True)
     )

@@ -15,7 +15,7 @@ from queueing.shutdown import INTERRUPTED
 from queueing.tickets import SWEEP_ERROR
 from runs.models import Run, RunEvent
 
-from ..conftest import wait_until
+from ..conftest import submit_background, wait_until
 
 pytestmark = pytest.mark.slow
 GRACE = {"AGENTOS_LOCK_GRACE_SECONDS": "3", "AGENTOS_POLL_INTERVAL": "0.5"}
@@ -23,13 +23,7 @@ GRACE = {"AGENTOS_LOCK_GRACE_SECONDS": "3", "AGENTOS_POLL_INTERVAL": "0.5"}
 
 def submit(session_id: str, message: str, *, max_attempts: int = 1) -> str:
     with override_settings(AGENTOS=dataclasses.replace(current(), max_attempts=max_attempts)):
-        response = APIClient().post(
-            "/agents/stub-agent/runs",
-            {"message": message, "session_id": session_id, "background": "true", "stream": "false"},
-            format="multipart",
-        )
-    assert response.status_code == 202, response.content
-    return response.json()["run_id"]
+        return submit_background(APIClient(), session_id, message)
 
 
 def status_of(run_id: str) -> str:
@@ -61,11 +55,17 @@ def test_sigkill_without_budget_fails_the_run_visibly_and_the_session_moves_on(s
     assert wait_status(bystander, "COMPLETED", timeout=20).attempt == 1
 
 
-def test_sigkill_with_budget_re_executes_the_run_under_the_same_id(start_worker, start_sweeper):
-    doomed = start_worker(concurrency=1, **GRACE)
+def running_on_a_lone_worker(start_worker, start_sweeper, session_id: str, message: str):
+    """A worker (one slot) and a sweeper with a 3 s grace, and a run of budget 2 that it is executing now."""
+    worker = start_worker(concurrency=1, **GRACE)
     start_sweeper(**GRACE)
-    victim = submit("kill-3", "long sleep=4", max_attempts=2)
-    wait_status(victim, "RUNNING", timeout=10)
+    run_id = submit(session_id, message, max_attempts=2)
+    wait_status(run_id, "RUNNING", timeout=10)
+    return worker, run_id
+
+
+def test_sigkill_with_budget_re_executes_the_run_under_the_same_id(start_worker, start_sweeper):
+    doomed, victim = running_on_a_lone_worker(start_worker, start_sweeper, "kill-3", "long sleep=4")
 
     doomed.signal(signal.SIGKILL)
     start_worker(concurrency=4, **GRACE)
@@ -76,10 +76,7 @@ def test_sigkill_with_budget_re_executes_the_run_under_the_same_id(start_worker,
 
 
 def test_a_frozen_worker_that_wakes_after_being_replaced_writes_nothing(start_worker, start_sweeper):
-    zombie = start_worker(concurrency=1, **GRACE)
-    start_sweeper(**GRACE)
-    victim = submit("zombie-1", "frozen sleep=2", max_attempts=2)
-    wait_status(victim, "RUNNING", timeout=10)
+    zombie, victim = running_on_a_lone_worker(start_worker, start_sweeper, "zombie-1", "frozen sleep=2")
 
     zombie.signal(signal.SIGSTOP)
     start_worker(concurrency=4, **GRACE)
