@@ -1,27 +1,37 @@
-# The two commands of README.md. Both create .venv and install requirements.txt when needed.
+# The two commands of README.md. Both create .venv and install what they need when it is missing or stale:
+# `serve` the runtime requirements, `test` (and `lint`) the development ones as well.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-INSTALLED := $(VENV)/.installed
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+RUNTIME := $(VENV)/.runtime-installed
+DEV := $(VENV)/.dev-installed
 
 .PHONY: serve test lint venv
 
-venv: $(INSTALLED)
+venv: $(DEV)
 
-$(INSTALLED): requirements.txt
+$(RUNTIME): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	touch $(INSTALLED)
+	$(PIP) -r requirements.txt
+	touch $(RUNTIME)
+
+$(DEV): requirements.txt requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) -r requirements-dev.txt
+	touch $(RUNTIME) $(DEV)
 
 # Web (ASGI) + worker + sweeper on ${AGENTOS_HOST:-127.0.0.1}:${AGENTOS_PORT:-7777}, honouring DATABASE_URL and
 # REDIS_URL; embedded PostgreSQL and Redis when they are not set. Ctrl-C stops everything.
-serve: $(INSTALLED)
+serve: $(RUNTIME)
 	$(PY) manage.py serve
 
-# The whole test suite against real PostgreSQL, Redis and worker processes.
-test: $(INSTALLED)
+# The whole test suite against real PostgreSQL, Redis and worker processes (embedded ones when DATABASE_URL /
+# REDIS_URL are not set).
+test: $(DEV)
 	$(PY) -m pytest
 
-lint: $(INSTALLED)
+lint: $(DEV)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports

@@ -8,7 +8,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.permissions import BasePermission
 
-from queueing.conf import current
+from .conf import current
 
 
 def bearer_token(request) -> str | None:
@@ -33,7 +33,7 @@ class KeyHolder:
 
 class SecurityKeyAuthentication(BaseAuthentication):
     def authenticate(self, request):
-        key = current().security_key
+        key = current().security.security_key
         token = bearer_token(request)
         if key is None or token is None:
             return None
@@ -49,4 +49,4 @@ class SecurityKeyPermission(BasePermission):
     message = "Authentication required: send Authorization: Bearer <AGENTOS_SECURITY_KEY>"
 
     def has_permission(self, request, view) -> bool:
-        return current().security_key is None or request.auth is not None
+        return current().security.security_key is None or request.auth is not None

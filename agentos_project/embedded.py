@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import psycopg2
 import redis
 
-from queueing.conf import EMBEDDED_DATABASE_URL, EMBEDDED_REDIS_URL
+from .conf import EMBEDDED_DATABASE_URL, EMBEDDED_REDIS_URL
 
 PG_USER = "embedded_postgres"
 

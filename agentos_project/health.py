@@ -10,8 +10,9 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from queueing.conf import current
 from queueing.router import redis_client
+
+from .conf import current
 
 STARTED_AT = datetime.datetime.now(datetime.UTC)
 
@@ -27,7 +28,7 @@ def postgres_answers() -> bool:
 
 def redis_answers() -> bool:
     try:
-        return bool(redis_client(current().redis_url).ping())
+        return bool(redis_client(current().services.redis_url).ping())
     except redis.RedisError:
         return False
 

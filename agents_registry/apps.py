@@ -6,8 +6,8 @@ class AgentsRegistryConfig(AppConfig):
     verbose_name = "Agents registry"
 
     def ready(self) -> None:
-        from queueing.conf import current
+        from agentos_project.conf import current
 
         from . import loading
 
-        loading.register_configured_components(current())
+        loading.register_configured_components(current().agents)

@@ -27,10 +27,12 @@ from collections.abc import Iterable
 import redis
 from django.db import transaction
 
-from .conf import current
+from agentos_project.celery import app
+from agentos_project.conf import current
 
 log = logging.getLogger("agentos.queue")
 MARKER = "agentos:message:{}"
+EXECUTE_TASK = "agentos.execute_ticket"
 
 
 @functools.cache
@@ -41,22 +43,20 @@ def redis_client(url: str) -> redis.Redis:
 
 def markers() -> redis.Redis:
     """Where the markers live: the broker's Redis when the broker is Redis, else REDIS_URL."""
-    conf = current()
-    broker = conf.celery_broker_url
-    return redis_client(broker if broker.startswith(("redis://", "rediss://", "unix://")) else conf.redis_url)
+    services = current().services
+    broker = services.celery_broker_url
+    return redis_client(broker if broker.startswith(("redis://", "rediss://", "unix://")) else services.redis_url)
 
 
 def publish(ticket_id, *, countdown: float | None = None) -> bool:
     """Send the execute message for `ticket_id` now and mark it live; False (and a log line) if the broker refused."""
-    from .tasks import execute_ticket
-
     try:
-        execute_ticket.apply_async(args=[str(ticket_id)], countdown=countdown or None, retry=False)
+        app.send_task(EXECUTE_TASK, args=[str(ticket_id)], countdown=countdown or None, retry=False)
     except Exception as error:  # the broker is down or refused: the sweeper re-dispatches later
         log.warning("dispatch failed ticket=%s error=%s", ticket_id, error)
         return False
     try:
-        ttl = max(10, 2 * current().lock_grace_seconds) + (countdown or 0)
+        ttl = max(10, 2 * current().queue.lock_grace_seconds) + (countdown or 0)
         markers().set(MARKER.format(ticket_id), 1, ex=int(ttl) + 1)
     except redis.RedisError as error:  # the message went out; without its marker a duplicate may follow
         log.warning("marker not set ticket=%s error=%s", ticket_id, error)

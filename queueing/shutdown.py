@@ -15,8 +15,9 @@ import os
 import threading
 import time
 
+from agentos_project.conf import current
+
 from . import router
-from .conf import current
 from .executor import Outcome
 from .models import TicketStatus
 
@@ -40,12 +41,14 @@ def interrupted() -> bool:
 
 
 def interrupted_outcome() -> Outcome:
-    return Outcome(TicketStatus.FAILED, error=INTERRUPTED, retryable=True, retry_delay=current().retry_delay_seconds)
+    return Outcome(
+        TicketStatus.FAILED, error=INTERRUPTED, retryable=True, retry_delay=current().queue.retry_delay_seconds
+    )
 
 
 def begin(*, active_claims, settle, exit_process=os._exit) -> threading.Thread:
     """Start draining; a timer interrupts what still runs when the window closes, then settles what did not stop."""
-    conf = current()
+    conf = current().queue
     _State.draining.set()
     log.info("warm shutdown: draining for %ss", conf.stop_timeout_seconds)
 

@@ -15,8 +15,9 @@ from django.db import close_old_connections, connection
 from django.db.models import F, Q
 from django.db.models.functions import Now
 
+from agentos_project.conf import QueueSettings
+
 from . import router
-from .conf import Conf
 from .models import Ticket, TicketStatus
 from .tickets import ticket_fail_stale, ticket_note_dispatch, ticket_prune
 
@@ -32,12 +33,12 @@ class SweepReport:
     pruned: int = 0
 
 
-def _stale(conf: Conf):
+def _stale(conf: QueueSettings):
     grace = datetime.timedelta(seconds=conf.lock_grace_seconds)
     return Ticket.objects.filter(status=TicketStatus.RUNNING, locked_at__lt=Now() - grace)
 
 
-def lost_messages(conf: Conf) -> list:
+def lost_messages(conf: QueueSettings) -> list:
     """Claimable tickets (queued, available, head or unordered) with no live broker message, settled for a moment
     so a publish still on its way after commit is not doubled."""
     settled = Now() - datetime.timedelta(seconds=max(2.0, conf.poll_interval))
@@ -50,7 +51,7 @@ def lost_messages(conf: Conf) -> list:
     return router.without_message(claimable.order_by("available_at").values_list("pk", flat=True)[:BATCH])
 
 
-def sweep_once(conf: Conf) -> SweepReport:
+def sweep_once(conf: QueueSettings) -> SweepReport:
     """One pass: fail stale leases without budget, dispatch stale ones with budget (a worker reclaims them),
     publish again claimable tickets whose message was lost, and prune terminal tickets past retention."""
     report = SweepReport()
@@ -73,7 +74,7 @@ def sweep_once(conf: Conf) -> SweepReport:
     return report
 
 
-def run_forever(conf: Conf, stop: threading.Event) -> None:
+def run_forever(conf: QueueSettings, stop: threading.Event) -> None:
     """Sweep every `conf.poll_interval` seconds until `stop` is set; survives database and broker outages."""
     log.info("sweeper started interval=%ss grace=%ss", conf.poll_interval, conf.lock_grace_seconds)
     while not stop.is_set():

@@ -2,9 +2,10 @@
 
 from celery import shared_task
 
+from .router import EXECUTE_TASK
 from .worker import worker_execute
 
 
-@shared_task(name="agentos.execute_ticket", ignore_result=True, acks_late=True)
+@shared_task(name=EXECUTE_TASK, ignore_result=True, acks_late=True)
 def execute_ticket(ticket_id: str) -> None:
     worker_execute(ticket_id=ticket_id)

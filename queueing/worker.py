@@ -9,8 +9,9 @@ import socket
 import threading
 import uuid
 
+from agentos_project.conf import current
+
 from . import router, shutdown
-from .conf import current
 from .executor import Claim, Outcome, get_executor
 from .models import TicketStatus
 from .retry import backoff_delay
@@ -90,7 +91,7 @@ def worker_execute(*, ticket_id: str) -> bool:
 
 def _claim(ticket_id: str) -> Claim | None:
     conf = current()
-    claim = ticket_claim(ticket_id=ticket_id, worker_id=worker_identity(), grace_seconds=conf.lock_grace_seconds)
+    claim = ticket_claim(ticket_id=ticket_id, worker_id=worker_identity(), grace_seconds=conf.queue.lock_grace_seconds)
     if claim is not None:
         log.info("ticket=%s session=%s status=running attempt=%s worker=%s", *_ids(claim), claim.worker_id)
     return claim
@@ -130,7 +131,7 @@ def settle_attempt(claim: Claim, outcome: Outcome, *, hand_off: bool = False) ->
     if outcome.status == TicketStatus.FAILED and outcome.retryable and claim.attempt < claim.max_attempts:
         delay = outcome.retry_delay
         if delay is None:
-            delay = backoff_delay(attempt=claim.attempt, base_seconds=conf.retry_delay_seconds)
+            delay = backoff_delay(attempt=claim.attempt, base_seconds=conf.queue.retry_delay_seconds)
         settled = ticket_retry(claim=claim, outcome=outcome, delay_seconds=delay)
         status = f"queued retry_in={delay:.2f}s"
     else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from queueing.conf import current
+from agentos_project.conf import current
 from queueing.executor import Claim, Outcome, Settlement
 from queueing.models import TicketStatus
 from queueing.shutdown import interrupted, interrupted_outcome
@@ -29,7 +29,9 @@ class RunExecutor:
         run = Run.objects.filter(pk=claim.ticket_id, attempt=claim.attempt).first()
         if run is None:
             return Outcome(TicketStatus.FAILED, error=FENCED)
-        leg = run_leg(run, attempt=claim.attempt, timeout_seconds=current().timeout_seconds, cancelled=interrupted)
+        leg = run_leg(
+            run, attempt=claim.attempt, timeout_seconds=current().queue.timeout_seconds, cancelled=interrupted
+        )
         if interrupted() and (leg.result is None or leg.result.status == leg.result.CANCELLED):
             return interrupted_outcome()
         if leg.result is None:

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from queueing.selectors import ticket_by_idempotency_key
 
 from .exceptions import IdempotencyConflict, IdempotencyMismatch
-
-if TYPE_CHECKING:
-    from .services import Accepted, Submission
+from .submission import Accepted, Submission
 
 MAX_KEY_LENGTH = 512
 RUN_STATUS = {
@@ -31,8 +27,6 @@ def idempotent_replay(submission: Submission) -> Accepted | None:
     Refuses a replay that is not one: another component (409), a stream attached to a non-streaming
     submission (409), then, checked last, any other difference in the request (422).
     """
-    from .services import Accepted
-
     ticket = ticket_by_idempotency_key(scope=submission.user_id or "", key=submission.idempotency_key)
     if ticket is None:
         return None

@@ -10,18 +10,22 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from django.db import close_old_connections, connection, transaction
 
-from queueing.conf import current
+from agentos_project.conf import current
 
 log = logging.getLogger("agentos.runs")
 UNCAPPED_THREADS = 256
 
 
 class InProcessRunner:
-    def __init__(self) -> None:
+    """A bounded pool of threads that run `execute(run_id=...)` for runs accepted by this process."""
+
+    def __init__(self, execute: Callable[..., None]) -> None:
+        self._execute_run = execute
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._pid: int | None = None
@@ -29,7 +33,7 @@ class InProcessRunner:
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pid != os.getpid():
-                self._pool = ThreadPoolExecutor(current().max_concurrency or UNCAPPED_THREADS, "agentos-run")
+                self._pool = ThreadPoolExecutor(current().queue.max_concurrency or UNCAPPED_THREADS, "agentos-run")
                 self._pid = os.getpid()
             return self._pool
 
@@ -37,17 +41,11 @@ class InProcessRunner:
         """Run `run_id` on this process's bounded pool once the current transaction commits."""
         transaction.on_commit(lambda: self._executor().submit(self._execute, run_id))
 
-    @staticmethod
-    def _execute(run_id) -> None:
-        from .services import run_execute_unqueued
-
+    def _execute(self, run_id) -> None:
         close_old_connections()
         try:
-            run_execute_unqueued(run_id=run_id)
+            self._execute_run(run_id=run_id)
         except Exception:
             log.exception("run=%s failed in-process", run_id)
         finally:
             connection.close()
-
-
-runner = InProcessRunner()

@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import json
 import uuid
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
 
-from agents_registry.components import Component
+from agentos_project.conf import current
 from agents_registry.context import RunResult
 from agents_registry.events import event_name
-from queueing.conf import current
 from queueing.selectors import queue_is_full
 from queueing.tickets import ticket_accept
 
 from .exceptions import BackgroundNeedsStore, QueueFull, StreamingUnavailable
 from .execution import EventSink, LegResult, run_leg
 from .idempotency import idempotent_replay
-from .inprocess import runner
+from .inprocess import InProcessRunner
 from .models import AgentSession, Run, RunEvent, RunStatus
+from .submission import Accepted, Submission
 
 SESSIONS = AgentSession._meta.db_table
 LEG_STATUS = {
@@ -29,45 +27,6 @@ LEG_STATUS = {
     RunResult.PAUSED: RunStatus.PAUSED,
     RunResult.CANCELLED: RunStatus.CANCELLED,
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class Submission:
-    """A submit as the client sent it. `requested_session_id` is None when the client sent none (a new
-    session, `session_id`, was made for it)."""
-
-    component: Component
-    message: str
-    session_id: str
-    user_id: str | None
-    session_state: dict | None
-    metadata: dict | None
-    stream: bool
-    background: bool
-    requested_session_id: str | None = None
-    idempotency_key: str | None = None
-
-    def digest(self) -> str:
-        """What identifies the request for Idempotency-Key replays: everything the client chose but the stream."""
-        chosen = {
-            "component": [self.component.kind, self.component.id],
-            "message": self.message,
-            "session_id": self.requested_session_id,
-            "user_id": self.user_id,
-            "session_state": self.session_state,
-            "metadata": self.metadata,
-        }
-        return hashlib.sha256(json.dumps(chosen, sort_keys=True).encode()).hexdigest()
-
-    def payload(self) -> dict:
-        """What the ticket carries for operators: the submission as the client sent it."""
-        return {
-            "message": self.message,
-            "stream": self.stream,
-            "background": self.background,
-            "session_state": self.session_state,
-            "metadata": self.metadata,
-        }
 
 
 def _create_run(submission: Submission, *, queued: bool) -> Run:
@@ -98,15 +57,6 @@ def _create_run(submission: Submission, *, queued: bool) -> Run:
     )
 
 
-@dataclasses.dataclass(frozen=True)
-class Accepted:
-    """The 202 body: the run, its session, its status now (PENDING unless an Idempotency-Key replayed it)."""
-
-    run_id: str
-    session_id: str
-    status: str
-
-
 def run_submit(*, submission: Submission) -> Accepted:
     """Accept a background run durably: session, run and ticket rows commit together, then the ticket is published.
 
@@ -115,11 +65,11 @@ def run_submit(*, submission: Submission) -> Accepted:
     yield one run: the unique index makes the loser roll back and replay the winner. With the durable queue off,
     the run executes in this process instead (`run_submit_in_process`).
     """
-    conf = current()
+    conf = current().queue
     component = submission.component
     if not component.has_store:
         raise BackgroundNeedsStore()
-    if not conf.queue_durable:
+    if not conf.durable:
         return run_submit_in_process(submission=submission)
     if submission.idempotency_key and (earlier := idempotent_replay(submission)):
         return earlier
@@ -137,7 +87,7 @@ def run_submit(*, submission: Submission) -> Accepted:
                 session_id=submission.session_id,
                 user_id=submission.user_id,
                 payload=submission.payload(),
-                serialized=conf.effective_queue_per_session or component.one_turn_per_session,
+                serialized=conf.effective_per_session or component.one_turn_per_session,
                 max_attempts=conf.max_attempts,
                 idempotency_key=submission.idempotency_key,
                 idempotency_scope=submission.user_id or "",
@@ -175,9 +125,12 @@ def run_execute_unqueued(*, run_id) -> None:
     recorded like a queued run's."""
     if not run_start(run_id=run_id, attempt=1):
         return
-    leg = run_leg(Run.objects.get(pk=run_id), attempt=1, timeout_seconds=current().timeout_seconds)
+    leg = run_leg(Run.objects.get(pk=run_id), attempt=1, timeout_seconds=current().queue.timeout_seconds)
     with transaction.atomic():
         run_record_leg(run_id=run_id, attempt=1, leg=leg, final=True)
+
+
+runner = InProcessRunner(execute=run_execute_unqueued)
 
 
 def run_execute_inline(*, submission: Submission) -> Run:

@@ -10,9 +10,9 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agentos_project.conf import current
 from agents_registry.registry import ComponentNotFound as RegistryMiss
 from agents_registry.registry import registry
-from queueing.conf import current
 
 from .exceptions import ComponentNotFound, IdempotencyKeyTooLong, StreamingUnavailable
 from .idempotency import MAX_KEY_LENGTH
@@ -88,7 +88,7 @@ class ComponentDetailView(APIView):
 class ConfigView(APIView):
     @extend_schema(responses={200: dict})
     def get(self, request):
-        conf = current()
+        conf = current().queue
         return Response(
             {
                 "os_id": "agentos",
@@ -99,6 +99,6 @@ class ConfigView(APIView):
                 "teams": [c.summary() for c in registry.of_kind("team")],
                 "workflows": [c.summary() for c in registry.of_kind("workflow")],
                 "interfaces": [],
-                "queue": {"durable": conf.queue_durable, "queue_per_session": conf.effective_queue_per_session},
+                "queue": {"durable": conf.durable, "queue_per_session": conf.effective_per_session},
             }
         )

@@ -17,8 +17,8 @@ import requests
 from django.db import connection
 from rest_framework.test import APIClient
 
+from agentos_project.conf import current
 from agentos_project.postgres.base import close_pools
-from queueing.conf import current
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,8 +42,8 @@ def process_env(**overrides: str) -> dict[str, str]:
     env.update(
         DJANGO_SETTINGS_MODULE="agentos_project.settings.test",
         DATABASE_URL=f"postgresql://{settings['USER']}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}",
-        REDIS_URL=current().redis_url,
-        CELERY_BROKER_URL=current().celery_broker_url,
+        REDIS_URL=current().services.redis_url,
+        CELERY_BROKER_URL=current().services.celery_broker_url,
         PYTHONUNBUFFERED="1",
     )
     env.update(overrides)
@@ -129,7 +129,7 @@ def start_sweeper(transactional_db, tmp_path):
 @pytest.fixture
 def redis_db():
     """The test Redis database, emptied before the test (no broker messages left from another test)."""
-    client = redis.Redis.from_url(current().redis_url)
+    client = redis.Redis.from_url(current().services.redis_url)
     client.flushdb()
     yield client
     client.close()

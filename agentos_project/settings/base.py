@@ -1,7 +1,7 @@
 """Settings for development and `make serve`; production.py and test.py adjust them.
 
-Every agentos knob comes from the environment through `queueing.conf.load`; a bad value stops start-up
-with one line that names the variable.
+Every agentos knob comes from the environment through `agentos_project.conf.load`; a bad value stops
+start-up with one line that names the variable.
 """
 
 import os
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from queueing.conf import ConfigError, load
+from agentos_project.conf import ConfigError, load
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 DEMO_AGENTS_DEFAULT = True
@@ -53,9 +53,11 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "agentos_project",
     "queueing",
     "agents_registry",
     "runs",
+    "bench",  # development only (the bench and demo commands); production.py leaves it out
 ]
 
 # BodySizeLimitMiddleware is sync-only and innermost on purpose: under ASGI Django then runs the whole chain
@@ -88,7 +90,7 @@ TEMPLATES = [
     }
 ]
 
-DATABASES = {"default": database_from_url(AGENTOS.database_url)}
+DATABASES = {"default": database_from_url(AGENTOS.services.database_url)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 USE_TZ = True
@@ -121,12 +123,12 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Celery: the broker carries ticket ids only; PostgreSQL holds the truth, so results are not stored.
-CELERY_BROKER_URL = AGENTOS.celery_broker_url
+CELERY_BROKER_URL = AGENTOS.services.celery_broker_url
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_WORKER_POOL = "threads"
-CELERY_WORKER_CONCURRENCY = AGENTOS.max_concurrency or 512
+CELERY_WORKER_CONCURRENCY = AGENTOS.queue.max_concurrency or 512
 CELERY_TASK_DEFAULT_QUEUE = "agentos"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # a worker waits out a broker outage instead of exiting

@@ -3,12 +3,13 @@
 import os
 import sys
 
-from queueing.conf import ConfigError, load
+from agentos_project.conf import ConfigError, load
 
 from .base import *  # noqa: F403
 
 DEMO_AGENTS_DEFAULT = False
 DEBUG = False
+INSTALLED_APPS = [app for app in INSTALLED_APPS if app != "bench"]  # noqa: F405
 if "DJANGO_SECRET_KEY" not in os.environ:
     sys.stderr.write("agentos: configuration error: DJANGO_SECRET_KEY must be set in production\n")
     raise SystemExit(2)

@@ -1,6 +1,5 @@
 """Workers that die, freeze or are stopped, with real processes and real signals (CONTRACT 4, 6)."""
 
-import dataclasses
 import re
 import signal
 import time
@@ -9,7 +8,7 @@ import pytest
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from queueing.conf import current
+from agentos_project.conf import current
 from queueing.models import Ticket
 from queueing.shutdown import INTERRUPTED
 from queueing.tickets import SWEEP_ERROR
@@ -22,7 +21,7 @@ GRACE = {"AGENTOS_LOCK_GRACE_SECONDS": "3", "AGENTOS_POLL_INTERVAL": "0.5"}
 
 
 def submit(session_id: str, message: str, *, max_attempts: int = 1) -> str:
-    with override_settings(AGENTOS=dataclasses.replace(current(), max_attempts=max_attempts)):
+    with override_settings(AGENTOS=current().replace("queue", max_attempts=max_attempts)):
         return submit_background(APIClient(), session_id, message)
 
 

@@ -1,6 +1,5 @@
 """Through a real `celery worker` process: many runs, session history, duplicate messages."""
 
-import dataclasses
 import re
 import threading
 
@@ -9,7 +8,7 @@ from django.db import connection
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from queueing.conf import current
+from agentos_project.conf import current
 from queueing.models import Ticket
 from queueing.router import publish
 from runs.models import FINISHED, Run, RunEvent
@@ -64,7 +63,7 @@ def test_200_runs_over_20_sessions_complete_with_their_session_history(start_wor
 
 def test_duplicated_messages_execute_the_run_once(start_worker):
     api = APIClient()
-    generous = dataclasses.replace(current(), max_attempts=3)
+    generous = current().replace("queue", max_attempts=3)
     with override_settings(AGENTOS=generous):
         queued_first = submit_background(api, "dup-1", "queued twice sleep=0")
         publish(queued_first)

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connection
 
-from queueing.conf import current
+from agentos_project.conf import current
 from queueing.models import Ticket
 from queueing.sweeper import sweep_once
 from runs.models import RunEvent
@@ -71,7 +71,7 @@ def test_concurrent_sweepers_fail_each_stale_ticket_once():
         claim(ticket_id)
         backdate(ticket_id)
 
-    reports = in_threads(4, lambda i: sweep_once(dataclasses.replace(current(), lock_grace_seconds=60)))
+    reports = in_threads(4, lambda i: sweep_once(dataclasses.replace(current().queue, lock_grace_seconds=60)))
 
     assert sum(report.failed for report in reports) == 10
     assert Ticket.objects.filter(pk__in=stale, status="failed").count() == 10

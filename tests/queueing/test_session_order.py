@@ -1,14 +1,12 @@
 """Per-session order through the ticket API (CONTRACT 5): who may start, who waits on whom, who keeps a place."""
 
-import dataclasses
-
 import pytest
 from django.test import override_settings
 
+from agentos_project.conf import current
 from agents_registry.chat_models import StubModel
 from agents_registry.components import Agent
 from agents_registry.registry import registry
-from queueing.conf import current
 from queueing.executor import Outcome
 from queueing.models import Ticket
 from queueing.selectors import ticket_waiting_on
@@ -95,7 +93,7 @@ def test_the_end_of_a_run_hands_its_session_to_the_next_on_the_same_thread(sessi
 
 
 def test_without_per_session_order_runs_neither_wait_nor_block(session_id):
-    with override_settings(AGENTOS=dataclasses.replace(current(), queue_per_session=False)):
+    with override_settings(AGENTOS=current().replace("queue", per_session=False)):
         a, b = accept(session_id=session_id), accept(session_id=session_id)
 
     assert (snapshot(a)["serialized"], snapshot(b)["serialized"]) == (False, False)
@@ -111,7 +109,7 @@ def one_turn_agent():
 
 
 def test_one_turn_per_session_components_are_serialized_even_without_order(session_id, one_turn_agent):
-    with override_settings(AGENTOS=dataclasses.replace(current(), queue_per_session=False)):
+    with override_settings(AGENTOS=current().replace("queue", per_session=False)):
         a, b = accept(session_id=session_id, component="one-turn"), accept(session_id=session_id, component="one-turn")
 
     claim(a)

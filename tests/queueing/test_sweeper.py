@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
+from agentos_project.conf import current
 from queueing import router
-from queueing.conf import current
 from queueing.models import Ticket
 from queueing.sweeper import lost_messages, sweep_once
 from queueing.tickets import SWEEP_ERROR
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 
 def conf(**changes):
-    return dataclasses.replace(current(), **changes)
+    return dataclasses.replace(current().queue, **changes)
 
 
 def settle(ticket_id):

@@ -1,7 +1,6 @@
 """The worker's handling of messages, and what accept publishes, read back from the real Redis broker."""
 
 import base64
-import dataclasses
 import datetime
 import json
 import time
@@ -11,11 +10,11 @@ from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
+from agentos_project.conf import current
 from agents_registry.chat_models import StubModel
 from agents_registry.components import Agent
 from agents_registry.registry import registry
 from queueing import router
-from queueing.conf import current
 from queueing.executor import Outcome
 from queueing.tickets import ticket_finish, ticket_retry
 from queueing.worker import worker_execute
@@ -112,7 +111,7 @@ def test_the_end_of_a_head_claims_its_successor_in_the_same_transaction_or_publi
 def test_an_attempt_longer_than_the_timeout_ends_with_the_contract_text(redis_db):
     ticket_id = accept(session_id="timeout-1", message="slow sleep=30")
 
-    with override_settings(AGENTOS=dataclasses.replace(current(), timeout_seconds=0.2)):
+    with override_settings(AGENTOS=current().replace("queue", timeout_seconds=0.2)):
         started = time.monotonic()
         assert worker_execute(ticket_id=ticket_id) is True
 

@@ -1,18 +1,16 @@
 """/config, component listings, /health, /openapi.json and the security key (CONTRACT 3.6, 3.8, 2)."""
 
-import dataclasses
-
 import pytest
 from django.test import override_settings
 
-from queueing.conf import current
+from agentos_project.conf import current
 
 pytestmark = pytest.mark.django_db
 SUMMARY_KEYS = {"id", "name", "description", "db_id", "model"}
 
 
-def with_conf(**changes):
-    return override_settings(AGENTOS=dataclasses.replace(current(), **changes))
+def with_conf(section: str, **changes):
+    return override_settings(AGENTOS=current().replace(section, **changes))
 
 
 def test_config_has_the_shape_agentos_clients_parse(api):
@@ -42,12 +40,12 @@ def test_config_has_the_shape_agentos_clients_parse(api):
 @pytest.mark.parametrize(
     ("changes", "queue"),
     [
-        ({"queue_per_session": False}, {"durable": True, "queue_per_session": False}),
-        ({"queue_durable": False}, {"durable": False, "queue_per_session": False}),
+        ({"per_session": False}, {"durable": True, "queue_per_session": False}),
+        ({"durable": False}, {"durable": False, "queue_per_session": False}),
     ],
 )
 def test_config_reports_the_effective_queue(api, changes, queue):
-    with with_conf(**changes):
+    with with_conf("queue", **changes):
         assert api.get("/config").json()["queue"] == queue
 
 
@@ -72,7 +70,7 @@ def test_health_answers_when_postgres_and_redis_do(api):
 
 
 def test_health_names_redis_when_it_does_not_answer(api):
-    with with_conf(redis_url="redis://127.0.0.1:1/0"):
+    with with_conf("services", redis_url="redis://127.0.0.1:1/0"):
         response = api.get("/health")
 
     assert response.status_code == 503
@@ -96,7 +94,7 @@ def test_openapi_lists_every_endpoint(api):
 
 
 def test_security_key_guards_every_endpoint_but_health(api):
-    with with_conf(security_key="s3cret"):
+    with with_conf("security", security_key="s3cret"):
         assert api.get("/health").status_code == 200
         for path in ("/config", "/agents", "/openapi.json", "/agents/stub-agent/runs/x?session_id=s"):
             response = api.get(path)

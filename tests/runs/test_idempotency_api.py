@@ -1,6 +1,5 @@
 """Idempotency-Key (CONTRACT 7): replays, refusals with their exact texts, scope, and the concurrent race."""
 
-import dataclasses
 import threading
 
 import pytest
@@ -8,7 +7,7 @@ from django.db import connection
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from queueing.conf import current
+from agentos_project.conf import current
 from queueing.models import Ticket
 from queueing.worker import worker_execute
 from runs.models import Run
@@ -134,7 +133,7 @@ def test_keys_are_scoped_by_user(api):
 @pytest.mark.django_db
 def test_idempotency_is_checked_before_queue_depth(api):
     first = submit(api, "key-5").json()
-    with override_settings(AGENTOS=dataclasses.replace(current(), max_queue_depth=1)):
+    with override_settings(AGENTOS=current().replace("queue", max_queue_depth=1)):
         assert submit(api, "other").status_code == 429
         assert submit(api, "key-5").json() == first
 

@@ -1,11 +1,9 @@
 """AGENTOS_QUEUE_DURABLE=false: background runs execute in the accepting process, bounded, with no ticket."""
 
-import dataclasses
-
 import pytest
 from django.test import override_settings
 
-from queueing.conf import current
+from agentos_project.conf import current
 from queueing.models import Ticket
 from runs.models import Run
 
@@ -15,7 +13,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_runs_execute_in_process_one_slot_at_a_time_beyond_the_cap(api):
-    with override_settings(AGENTOS=dataclasses.replace(current(), queue_durable=False, max_concurrency=1)):
+    with override_settings(AGENTOS=current().replace("queue", durable=False, max_concurrency=1)):
         first = submit_background(api, "inproc-1", "first sleep=0.5")
         second = submit_background(api, "inproc-2", "second sleep=0")
 

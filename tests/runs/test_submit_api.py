@@ -6,7 +6,7 @@ import uuid
 import pytest
 from django.test import override_settings
 
-from queueing.conf import current
+from agentos_project.conf import current
 from queueing.models import Ticket
 from runs.models import AgentSession, Run
 
@@ -191,7 +191,7 @@ def test_component_without_store_refuses_background_with_400(api, storeless_agen
 
 
 def test_full_queue_answers_429_and_writes_nothing(api):
-    with override_settings(AGENTOS=current().__class__(**{**current().__dict__, "max_queue_depth": 2})):
+    with override_settings(AGENTOS=current().replace("queue", max_queue_depth=2)):
         assert submit(api, message="one").status_code == 202
         assert submit(api, message="two").status_code == 202
         before = row_counts()

@@ -3,7 +3,7 @@ import threading
 
 from django.core.management.base import BaseCommand
 
-from queueing.conf import current
+from agentos_project.conf import current
 from queueing.sweeper import run_forever
 
 
@@ -14,4 +14,4 @@ class Command(BaseCommand):
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
-        run_forever(current(), stop)
+        run_forever(current().queue, stop)

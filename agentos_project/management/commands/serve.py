@@ -15,17 +15,17 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from agentos_project.conf import current
 from agentos_project.embedded import EmbeddedPostgres, EmbeddedRedis
-from queueing.conf import current
 
 
 class Command(BaseCommand):
     help = "Start web + worker + sweeper (embedded PostgreSQL and Redis when none is configured)."
 
     def add_arguments(self, parser):
-        conf = current()
-        parser.add_argument("--host", default=conf.host)
-        parser.add_argument("--port", type=int, default=conf.port)
+        server = current().server
+        parser.add_argument("--host", default=server.host)
+        parser.add_argument("--port", type=int, default=server.port)
         only = parser.add_mutually_exclusive_group()
         only.add_argument("--web-only", action="store_true", help="serve HTTP only")
         only.add_argument("--worker-only", action="store_true", help="run the worker and the sweeper only")
@@ -55,8 +55,8 @@ class Command(BaseCommand):
         return servers
 
     def _start_children(self, host: str, port: int, *, web_only: bool, worker_only: bool) -> dict:
-        conf = current()
-        env = {**os.environ, "DATABASE_URL": conf.database_url, "REDIS_URL": conf.redis_url}
+        services = current().services
+        env = {**os.environ, "DATABASE_URL": services.database_url, "REDIS_URL": services.redis_url}
         python = sys.executable
         commands = {}
         if not worker_only:
@@ -91,7 +91,7 @@ class Command(BaseCommand):
         return code
 
     def _stop(self, children: dict) -> None:
-        window = current().stop_timeout_seconds + 5
+        window = current().queue.stop_timeout_seconds + 5
         for process in children.values():
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)

@@ -1,9 +1,10 @@
 """The typed settings of agentos, read once from the environment (CONTRACT section 2).
 
-`load(environ)` parses and validates every variable and returns one frozen `Conf`; a bad value raises
-`ConfigError` whose message is the single line start-up prints. Code reads the active settings through
-`current()`, which returns the object Django's settings hold, so tests can swap it with
-`override_settings(AGENTOS=...)`.
+`load(environ)` parses and validates every variable and returns one frozen `AgentOSSettings` with a section per
+concern: `services` (where PostgreSQL, Redis and the broker are), `queue` (what `queueing` obeys), `security`,
+`agents` (what `agents_registry` registers) and `server` (where `serve` listens). A bad value raises
+`ConfigError`, whose message is the single line start-up prints. Code reads the settings in force through
+`current()`, the object Django's settings hold as `AGENTOS`, so tests swap it with `override_settings`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from urllib.parse import urlsplit
+
+from django.conf import settings
 
 EMBEDDED_DATABASE_URL = "postgresql://postgres@127.0.0.1:54329/agentos"
 EMBEDDED_REDIS_URL = "redis://127.0.0.1:63790/0"
@@ -25,29 +28,25 @@ class ConfigError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
-class Conf:
+class Services:
     database_url: str
     redis_url: str
     celery_broker_url: str
-    queue_durable: bool
-    queue_per_session: bool
-    max_concurrency: int | None
-    max_queue_depth: int
-    max_attempts: int
-    retry_delay_seconds: float
-    timeout_seconds: float | None
-    lock_grace_seconds: float
-    stop_timeout_seconds: float
-    retention_seconds: float
-    poll_interval: float
-    security_key: str | None
-    admin_token: str | None
-    demo_agents: bool
-    openai_base_url: str | None
-    openai_api_key: str | None
-    openai_model: str
-    host: str
-    port: int
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueSettings:
+    durable: bool = True
+    per_session: bool = True
+    max_concurrency: int | None = 32
+    max_queue_depth: int = 1000
+    max_attempts: int = 1
+    retry_delay_seconds: float = 30.0
+    timeout_seconds: float | None = 3600.0
+    lock_grace_seconds: float = 60.0
+    stop_timeout_seconds: float = 30.0
+    retention_seconds: float = 86400.0
+    poll_interval: float = 1.0
 
     @property
     def heartbeat_interval(self) -> float:
@@ -55,9 +54,42 @@ class Conf:
         return max(1.0, self.lock_grace_seconds / 3)
 
     @property
-    def effective_queue_per_session(self) -> bool:
+    def effective_per_session(self) -> bool:
         """What the queue enforces: per-session order needs the durable queue."""
-        return self.queue_durable and self.queue_per_session
+        return self.durable and self.per_session
+
+
+@dataclasses.dataclass(frozen=True)
+class Security:
+    security_key: str | None = None
+    admin_token: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentsSettings:
+    demo_agents: bool = True
+    openai_base_url: str | None = None
+    openai_api_key: str | None = None
+    openai_model: str = "gpt-4o-mini"
+
+
+@dataclasses.dataclass(frozen=True)
+class Server:
+    host: str = "127.0.0.1"
+    port: int = 7777
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentOSSettings:
+    services: Services
+    queue: QueueSettings
+    security: Security
+    agents: AgentsSettings
+    server: Server
+
+    def replace(self, section: str, **changes) -> AgentOSSettings:
+        """A copy with some fields of one section changed (tests use it with `override_settings`)."""
+        return dataclasses.replace(self, **{section: dataclasses.replace(getattr(self, section), **changes)})
 
 
 class _Reader:
@@ -124,10 +156,18 @@ class _Reader:
         return value
 
 
-def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Conf:
-    """Parse and validate every agentos variable of `environ`; raise `ConfigError` on the first bad one."""
-    env = _Reader(environ)
+def _services(env: _Reader) -> Services:
     redis_url = env.url("REDIS_URL", EMBEDDED_REDIS_URL, ("redis", "rediss", "unix"))
+    return Services(
+        database_url=env.url("DATABASE_URL", EMBEDDED_DATABASE_URL, ("postgres", "postgresql")),
+        redis_url=redis_url,
+        celery_broker_url=env.url(
+            "CELERY_BROKER_URL", redis_url, ("redis", "rediss", "unix", "amqp", "amqps", "pyamqp")
+        ),
+    )
+
+
+def _queue(env: _Reader) -> QueueSettings:
     concurrency_var = (
         "AGENTOS_MAX_CONCURRENCY" if env.raw("AGENTOS_MAX_CONCURRENCY") else "AGNO_BACKGROUND_MAX_CONCURRENCY"
     )
@@ -138,14 +178,9 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Con
         raise ConfigError(
             f"AGENTOS_STOP_TIMEOUT_SECONDS must be < AGENTOS_LOCK_GRACE_SECONDS ({grace:g}) (got {stop_timeout:g})"
         )
-    return Conf(
-        database_url=env.url("DATABASE_URL", EMBEDDED_DATABASE_URL, ("postgres", "postgresql")),
-        redis_url=redis_url,
-        celery_broker_url=env.url(
-            "CELERY_BROKER_URL", redis_url, ("redis", "rediss", "unix", "amqp", "amqps", "pyamqp")
-        ),
-        queue_durable=env.boolean("AGENTOS_QUEUE_DURABLE", True),
-        queue_per_session=env.boolean("AGENTOS_QUEUE_PER_SESSION", True),
+    return QueueSettings(
+        durable=env.boolean("AGENTOS_QUEUE_DURABLE", True),
+        per_session=env.boolean("AGENTOS_QUEUE_PER_SESSION", True),
         max_concurrency=concurrency if concurrency > 0 else None,
         max_queue_depth=env.integer("AGENTOS_MAX_QUEUE_DEPTH", 1000, minimum=0),
         max_attempts=env.integer("AGENTOS_MAX_ATTEMPTS", 1, minimum=1),
@@ -155,19 +190,26 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Con
         stop_timeout_seconds=stop_timeout,
         retention_seconds=env.number("AGENTOS_RETENTION_SECONDS", 86400.0, minimum=0),
         poll_interval=env.number("AGENTOS_POLL_INTERVAL", 1.0, minimum=0, strict=True),
-        security_key=env.text("AGENTOS_SECURITY_KEY"),
-        admin_token=env.text("AGENTOS_ADMIN_TOKEN"),
-        demo_agents=env.boolean("AGENTOS_DEMO_AGENTS", demo_agents_default),
-        openai_base_url=env.text("AGENTOS_OPENAI_BASE_URL"),
-        openai_api_key=env.text("AGENTOS_OPENAI_API_KEY"),
-        openai_model=env.text("AGENTOS_OPENAI_MODEL", "gpt-4o-mini"),
-        host=env.text("AGENTOS_HOST", "127.0.0.1"),
-        port=env.integer("AGENTOS_PORT", 7777, minimum=1),
     )
 
 
-def current() -> Conf:
-    """The settings in force: the `Conf` that Django's settings hold as `AGENTOS`."""
-    from django.conf import settings
+def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> AgentOSSettings:
+    """Parse and validate every agentos variable of `environ`; raise `ConfigError` on the first bad one."""
+    env = _Reader(environ)
+    return AgentOSSettings(
+        services=_services(env),
+        queue=_queue(env),
+        security=Security(security_key=env.text("AGENTOS_SECURITY_KEY"), admin_token=env.text("AGENTOS_ADMIN_TOKEN")),
+        agents=AgentsSettings(
+            demo_agents=env.boolean("AGENTOS_DEMO_AGENTS", demo_agents_default),
+            openai_base_url=env.text("AGENTOS_OPENAI_BASE_URL"),
+            openai_api_key=env.text("AGENTOS_OPENAI_API_KEY"),
+            openai_model=env.text("AGENTOS_OPENAI_MODEL", "gpt-4o-mini"),
+        ),
+        server=Server(host=env.text("AGENTOS_HOST", "127.0.0.1"), port=env.integer("AGENTOS_PORT", 7777, minimum=1)),
+    )
 
+
+def current() -> AgentOSSettings:
+    """The settings in force: the object Django's settings hold as `AGENTOS`."""
     return settings.AGENTOS

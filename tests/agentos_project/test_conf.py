@@ -6,7 +6,16 @@ import sys
 
 import pytest
 
-from queueing.conf import EMBEDDED_DATABASE_URL, EMBEDDED_REDIS_URL, ConfigError, load
+from agentos_project.conf import (
+    EMBEDDED_DATABASE_URL,
+    EMBEDDED_REDIS_URL,
+    AgentsSettings,
+    ConfigError,
+    Security,
+    Server,
+    Services,
+    load,
+)
 
 from ..conftest import ROOT
 
@@ -14,17 +23,15 @@ from ..conftest import ROOT
 def test_defaults():
     conf = load({})
 
-    assert (conf.database_url, conf.redis_url, conf.celery_broker_url) == (
-        EMBEDDED_DATABASE_URL,
-        EMBEDDED_REDIS_URL,
-        EMBEDDED_REDIS_URL,
-    )
-    assert (conf.queue_durable, conf.queue_per_session, conf.max_concurrency) == (True, True, 32)
-    assert (conf.max_queue_depth, conf.max_attempts, conf.retry_delay_seconds) == (1000, 1, 30.0)
-    assert (conf.timeout_seconds, conf.lock_grace_seconds, conf.stop_timeout_seconds) == (3600.0, 60.0, 30.0)
-    assert (conf.retention_seconds, conf.poll_interval, conf.heartbeat_interval) == (86400.0, 1.0, 20.0)
-    assert (conf.security_key, conf.admin_token, conf.demo_agents) == (None, None, True)
-    assert (conf.host, conf.port) == ("127.0.0.1", 7777)
+    assert conf.services == Services(EMBEDDED_DATABASE_URL, EMBEDDED_REDIS_URL, EMBEDDED_REDIS_URL)
+    queue = conf.queue
+    assert (queue.durable, queue.per_session, queue.max_concurrency) == (True, True, 32)
+    assert (queue.max_queue_depth, queue.max_attempts, queue.retry_delay_seconds) == (1000, 1, 30.0)
+    assert (queue.timeout_seconds, queue.lock_grace_seconds, queue.stop_timeout_seconds) == (3600.0, 60.0, 30.0)
+    assert (queue.retention_seconds, queue.poll_interval, queue.heartbeat_interval) == (86400.0, 1.0, 20.0)
+    assert conf.security == Security(security_key=None, admin_token=None)
+    assert conf.agents == AgentsSettings(demo_agents=True, openai_base_url=None, openai_model="gpt-4o-mini")
+    assert conf.server == Server(host="127.0.0.1", port=7777)
 
 
 def test_values_are_parsed():
@@ -39,18 +46,19 @@ def test_values_are_parsed():
         }
     )
 
-    assert conf.celery_broker_url == "redis://cache:6379/2", "the broker defaults to REDIS_URL"
-    assert (conf.queue_per_session, conf.max_concurrency, conf.timeout_seconds) == (False, None, None)
-    assert (conf.stop_timeout_seconds, conf.heartbeat_interval, conf.security_key) == (3.0, 4 / 3, "k")
+    assert conf.services.celery_broker_url == "redis://cache:6379/2", "the broker defaults to REDIS_URL"
+    queue = conf.queue
+    assert (queue.per_session, queue.max_concurrency, queue.timeout_seconds) == (False, None, None)
+    assert (queue.stop_timeout_seconds, queue.heartbeat_interval, conf.security.security_key) == (3.0, 4 / 3, "k")
 
 
 def test_concurrency_alias_and_precedence():
-    assert load({"AGNO_BACKGROUND_MAX_CONCURRENCY": "8"}).max_concurrency == 8
-    assert load({"AGNO_BACKGROUND_MAX_CONCURRENCY": "8", "AGENTOS_MAX_CONCURRENCY": "4"}).max_concurrency == 4
+    assert load({"AGNO_BACKGROUND_MAX_CONCURRENCY": "8"}).queue.max_concurrency == 8
+    assert load({"AGNO_BACKGROUND_MAX_CONCURRENCY": "8", "AGENTOS_MAX_CONCURRENCY": "4"}).queue.max_concurrency == 4
 
 
 def test_per_session_order_is_off_without_the_durable_queue():
-    assert load({"AGENTOS_QUEUE_DURABLE": "false"}).effective_queue_per_session is False
+    assert load({"AGENTOS_QUEUE_DURABLE": "false"}).queue.effective_per_session is False
 
 
 @pytest.mark.parametrize(

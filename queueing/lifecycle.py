@@ -1,0 +1,38 @@
+"""What a worker process does around its pool: long-lived connections, the lease heartbeat, the warm drain.
+
+Connected to Celery's worker signals by `QueueingConfig.ready()`; outside a worker they never fire.
+"""
+
+from __future__ import annotations
+
+from celery.signals import worker_init, worker_ready, worker_shutting_down
+from django.db import connections
+
+from agentos_project.conf import current
+
+from . import shutdown
+from .heartbeat import Heartbeat
+from .worker import active_claims, settle_attempt, worker_identity
+
+
+def keep_worker_connections(**_kwargs) -> None:
+    """Worker threads are long-lived, so their database connections may be too (unlike ASGI request threads)."""
+    for alias in connections:
+        connections.settings[alias]["CONN_MAX_AGE"] = 300
+
+
+def start_heartbeat(**_kwargs) -> None:
+    """Refresh this process's leases on a thread of its own, every max(1, grace/3) seconds."""
+    interval = current().queue.heartbeat_interval
+    Heartbeat(worker_id=worker_identity(), interval=interval, claims=active_claims.snapshot).start()
+
+
+def drain(**_kwargs) -> None:
+    """Warm shutdown: stop claiming, let runs finish within AGENTOS_STOP_TIMEOUT_SECONDS, interrupt the rest."""
+    shutdown.begin(active_claims=active_claims, settle=settle_attempt)
+
+
+def connect() -> None:
+    worker_init.connect(keep_worker_connections, weak=False)
+    worker_ready.connect(start_heartbeat, weak=False)
+    worker_shutting_down.connect(drain, weak=False)

@@ -1,0 +1,57 @@
+"""What a submit carries into the services, and what its 202 answers."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+
+from agents_registry.components import Component
+
+
+@dataclasses.dataclass(frozen=True)
+class Submission:
+    """A submit as the client sent it. `requested_session_id` is None when the client sent none (a new
+    session, `session_id`, was made for it)."""
+
+    component: Component
+    message: str
+    session_id: str
+    user_id: str | None
+    session_state: dict | None
+    metadata: dict | None
+    stream: bool
+    background: bool
+    requested_session_id: str | None = None
+    idempotency_key: str | None = None
+
+    def digest(self) -> str:
+        """What identifies the request for Idempotency-Key replays: everything the client chose but the stream."""
+        chosen = {
+            "component": [self.component.kind, self.component.id],
+            "message": self.message,
+            "session_id": self.requested_session_id,
+            "user_id": self.user_id,
+            "session_state": self.session_state,
+            "metadata": self.metadata,
+        }
+        return hashlib.sha256(json.dumps(chosen, sort_keys=True).encode()).hexdigest()
+
+    def payload(self) -> dict:
+        """What the ticket carries for operators: the submission as the client sent it."""
+        return {
+            "message": self.message,
+            "stream": self.stream,
+            "background": self.background,
+            "session_state": self.session_state,
+            "metadata": self.metadata,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Accepted:
+    """The 202 body: the run, its session, its status now (PENDING unless an Idempotency-Key replayed it)."""
+
+    run_id: str
+    session_id: str
+    status: str
