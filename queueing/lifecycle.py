@@ -5,6 +5,8 @@ Connected to Celery's worker signals by `QueueingConfig.ready()`; outside a work
 
 from __future__ import annotations
 
+import functools
+
 from celery.signals import worker_init, worker_ready, worker_shutting_down
 from django.db import connections
 
@@ -28,8 +30,10 @@ def start_heartbeat(**_kwargs) -> None:
 
 
 def drain(**_kwargs) -> None:
-    """Warm shutdown: stop claiming, let runs finish within AGENTOS_STOP_TIMEOUT_SECONDS, interrupt the rest."""
-    shutdown.begin(active_claims=active_claims, settle=settle_attempt)
+    """Warm shutdown: stop claiming, let runs finish within AGENTOS_STOP_TIMEOUT_SECONDS, interrupt the rest.
+
+    Stragglers settled from outside get a short patience, so an unreachable database cannot hold the exit."""
+    shutdown.begin(active_claims=active_claims, settle=functools.partial(settle_attempt, patience=2.0))
 
 
 def connect() -> None:

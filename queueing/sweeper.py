@@ -10,6 +10,7 @@ import dataclasses
 import datetime
 import logging
 import threading
+from collections.abc import Callable
 
 from django.db import close_old_connections, connection
 from django.db.models import F, Q
@@ -31,6 +32,7 @@ class SweepReport:
     redispatched: int = 0
     lost_messages: int = 0
     pruned: int = 0
+    errors: int = 0
 
 
 def _stale(conf: QueueSettings):
@@ -53,25 +55,42 @@ def lost_messages(conf: QueueSettings) -> list:
 
 def sweep_once(conf: QueueSettings) -> SweepReport:
     """One pass: fail stale leases without budget, dispatch stale ones with budget (a worker reclaims them),
-    publish again claimable tickets whose message was lost, and prune terminal tickets past retention."""
+    publish again claimable tickets whose message was lost, and prune terminal tickets past retention.
+
+    Each ticket's step runs on its own: one that raises (its transaction rolls back) is logged and counted in
+    `errors`, and the pass goes on with the others.
+    """
     report = SweepReport()
     stale = _stale(conf)
+    grace = conf.lock_grace_seconds
     for ticket_id in stale.filter(attempt__gte=F("max_attempts")).values_list("pk", flat=True)[:BATCH]:
-        if ticket_fail_stale(ticket_id=ticket_id, grace_seconds=conf.lock_grace_seconds):
+        if _step(report, "fail", ticket_id, lambda t=ticket_id: ticket_fail_stale(ticket_id=t, grace_seconds=grace)):
             log.info("ticket=%s status=failed reason=lease-expired", ticket_id)
             report.failed += 1
-    grace = datetime.timedelta(seconds=conf.lock_grace_seconds)
-    reclaimable = stale.filter(attempt__lt=F("max_attempts"), updated_at__lt=Now() - grace)
+    reclaimable = stale.filter(attempt__lt=F("max_attempts"), updated_at__lt=Now() - datetime.timedelta(seconds=grace))
     for ticket_id in reclaimable.values_list("pk", flat=True)[:BATCH]:
-        if router.publish(ticket_id):
-            ticket_note_dispatch(ticket_id=ticket_id)
+        if _step(report, "redispatch", ticket_id, lambda t=ticket_id: _redispatch(t)):
             report.redispatched += 1
     for ticket_id in lost_messages(conf):
-        if router.publish(ticket_id):
+        if _step(report, "publish", ticket_id, lambda t=ticket_id: router.publish(t)):
             log.info("ticket=%s had no live message; published again", ticket_id)
             report.lost_messages += 1
     report.pruned = ticket_prune(retention_seconds=conf.retention_seconds)
     return report
+
+
+def _redispatch(ticket_id) -> bool:
+    return router.publish(ticket_id) and ticket_note_dispatch(ticket_id=ticket_id)
+
+
+def _step(report: SweepReport, name: str, ticket_id, action: Callable[[], bool]) -> bool:
+    """Run one ticket's step; an exception is logged and counted, and the pass goes on."""
+    try:
+        return action()
+    except Exception:
+        log.exception("sweep step %s failed for ticket=%s; the pass goes on", name, ticket_id)
+        report.errors += 1
+        return False
 
 
 def run_forever(conf: QueueSettings, stop: threading.Event) -> None:

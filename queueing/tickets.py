@@ -38,6 +38,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from . import router
+from .exceptions import QueueFull
 from .executor import Claim, Outcome, Settlement, get_executor
 from .models import TERMINAL, Ticket, TicketStatus
 
@@ -73,12 +74,15 @@ def ticket_accept(
     idempotency_key: str | None = None,
     idempotency_scope: str = "",
     request_digest: str | None = None,
+    max_queue_depth: int = 0,
 ) -> Ticket:
     """Insert a `queued` ticket at the back of its session and publish it once the caller's transaction commits.
 
     Must run inside the caller's transaction (the run's rows commit with it). Takes the session lock;
     `session_seq` is 1 + the largest of the session's live tickets. The ticket is its session's head when
     no live serialized ticket precedes it; only then (or when unordered) is a message published.
+    With `max_queue_depth` > 0, raises `QueueFull` (the caller's transaction rolls back) when the ticket would
+    make more than that many queued; exact under any concurrency (see `_enforce_depth`).
     """
     session_lock(session_id)
     with connection.cursor() as cursor:
@@ -103,9 +107,31 @@ def ticket_accept(
         idempotency_scope=idempotency_scope,
         request_digest=request_digest,
     )
+    if max_queue_depth > 0:
+        _enforce_depth(max_queue_depth)
     if ticket.is_head or not serialized:
         router.on_commit(ticket.id)
     return ticket
+
+
+DEPTH_LOCK = (7, 1)  # the two-int advisory key space, apart from the sessions' single bigint keys
+
+
+def _enforce_depth(max_depth: int) -> None:
+    """Raise `QueueFull` when more than `max_depth` tickets are queued, counting the caller's new one.
+
+    Takes a transaction-scoped lock that every capped accept takes last, so counting and committing are
+    serialized: each count sees the tickets of every accept that took the lock before it (they have committed
+    or rolled back by then). Held from here to commit only, and never while another lock is awaited.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", DEPTH_LOCK)
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {TABLE} WHERE status = 'queued' LIMIT %s) AS queued",
+            [max_depth + 1],
+        )
+        if cursor.fetchone()[0] > max_depth:
+            raise QueueFull()
 
 
 def ticket_claim(*, ticket_id: str, worker_id: str, grace_seconds: float) -> Claim | None:

@@ -7,7 +7,10 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
+
+from django.db import InterfaceError, OperationalError, connection
 
 from agentos_project.conf import current
 
@@ -67,9 +70,10 @@ def worker_execute(*, ticket_id: str) -> bool:
 
     A duplicate, early or late message claims nothing and returns False: the guarded claim is the only
     gate, so executing twice is impossible whatever the broker delivers. When a run ends and its session's
-    next ticket becomes the head, this thread claims and runs it at once (a hand-off: no broker round trip,
-    so the next turn starts within milliseconds). After HAND_OFF_LIMIT runs in a row, or once the worker is
-    shutting down, the successor is published instead, so one long session cannot keep a thread forever.
+    next ticket becomes the head, the settling transaction claims it for this thread, which runs it at once (a
+    hand-off: no broker round trip, so the next turn starts within milliseconds). After HAND_OFF_LIMIT runs in a
+    row, or once the worker is shutting down, the successor is published instead, so one long session cannot
+    keep a thread forever and a draining worker starts nothing it may not finish.
     """
     if shutdown.draining():
         log.info("ticket=%s arrived during shutdown; published again for another worker", ticket_id)
@@ -81,8 +85,7 @@ def worker_execute(*, ticket_id: str) -> bool:
         _reschedule_if_early(ticket_id)
         return False
     for handed_off in range(1, HAND_OFF_LIMIT + 1):
-        hand_off = handed_off < HAND_OFF_LIMIT and not shutdown.draining()
-        claim = execute_claim(claim, hand_off=hand_off)
+        claim = execute_claim(claim, hand_off=handed_off < HAND_OFF_LIMIT)
         if claim is None:
             break
         log.info("ticket=%s session=%s status=running attempt=%s worker=%s", *_ids(claim), claim.worker_id)
@@ -90,8 +93,8 @@ def worker_execute(*, ticket_id: str) -> bool:
 
 
 def _claim(ticket_id: str) -> Claim | None:
-    conf = current()
-    claim = ticket_claim(ticket_id=ticket_id, worker_id=worker_identity(), grace_seconds=conf.queue.lock_grace_seconds)
+    grace = current().queue.lock_grace_seconds
+    claim = ticket_claim(ticket_id=ticket_id, worker_id=worker_identity(), grace_seconds=grace)
     if claim is not None:
         log.info("ticket=%s session=%s status=running attempt=%s worker=%s", *_ids(claim), claim.worker_id)
     return claim
@@ -107,7 +110,10 @@ def _reschedule_if_early(ticket_id: str) -> None:
 
 
 def execute_claim(claim: Claim, *, hand_off: bool = False) -> Claim | None:
-    """Run one claimed attempt outside any transaction, then settle it; returns the handed-off successor's claim."""
+    """Run one claimed attempt outside any transaction, then settle it; returns the handed-off successor's claim.
+
+    The lease stays in `active_claims` (so the heartbeat keeps it) until the attempt is settled or given up.
+    """
     active_claims.add(claim)
     try:
         try:
@@ -120,18 +126,61 @@ def execute_claim(claim: Claim, *, hand_off: bool = False) -> Claim | None:
         active_claims.discard(claim)
 
 
-def settle_attempt(claim: Claim, outcome: Outcome, *, hand_off: bool = False) -> Claim | None:
-    """Record how the attempt ended: retry with backoff when it failed retryably with budget left, else finish.
+def settle_attempt(
+    claim: Claim, outcome: Outcome, *, hand_off: bool = False, patience: float | None = None
+) -> Claim | None:
+    """Record how the attempt ended, whatever the database does meanwhile; returns the handed-off successor's claim.
 
-    Returns the claim on the session's next ticket when `hand_off` asked for it. A fenced attempt (a newer
-    attempt or a sweep owns the ticket) writes nothing and is logged.
+    Whether to hand off is decided here, at the end: a worker that began draining while the attempt ran
+    publishes the successor instead of claiming it. The database going away (a restart killed the
+    connection, an outage) is waited out: the settle is retried on a fresh connection with back-off (0.1 s
+    doubling to 1 s) for `patience` seconds (default: the lease grace, after which the sweeper owns the ticket).
+    An outcome the database refuses to store is replaced by a permanent failure that says why, so the run
+    ends visibly as ERROR instead of staying `running` without a heartbeat.
     """
-    conf = current()
+    wait = _Backoff(current().queue.lock_grace_seconds if patience is None else patience)
+    fresh_failures, replaced = 0, False
+    while True:
+        try:
+            return _settle_once(claim, outcome, hand_off=hand_off and not shutdown.draining())
+        except (OperationalError, InterfaceError) as error:
+            connection.close()
+            if not database_answers():
+                if wait.sleep():
+                    log.warning("ticket=%s attempt=%s settle failed, retrying: %s", *_ids(claim)[::2], error)
+                    continue
+                log.error(
+                    "ticket=%s attempt=%s not settled: database away too long; left to the sweeper", *_ids(claim)[::2]
+                )
+                return None
+            fresh_failures += 1
+            if fresh_failures == 1:  # the old connection died (a restart); a fresh one should do
+                continue
+            failure = error
+        except Exception as error:  # refused (a value it cannot store): the transaction rolled back, the link is fine
+            failure = error
+        if replaced:
+            log.error("ticket=%s attempt=%s not settled; left to the sweeper", *_ids(claim)[::2], exc_info=failure)
+            return None
+        log.error("ticket=%s attempt=%s outcome refused by the database", *_ids(claim)[::2], exc_info=failure)
+        outcome, replaced, fresh_failures = Outcome(TicketStatus.FAILED, error=_refused_text(failure)), True, 0
+
+
+def _refused_text(error: Exception) -> str:
+    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return f"Run outcome could not be stored: {reason}"
+
+
+def _settle_once(claim: Claim, outcome: Outcome, *, hand_off: bool) -> Claim | None:
+    """One try at settling: retry with backoff when it failed retryably with budget left, else finish.
+
+    A fenced attempt (a newer attempt or a sweep owns the ticket) writes nothing and is logged.
+    """
     next_claim = None
     if outcome.status == TicketStatus.FAILED and outcome.retryable and claim.attempt < claim.max_attempts:
         delay = outcome.retry_delay
         if delay is None:
-            delay = backoff_delay(attempt=claim.attempt, base_seconds=conf.queue.retry_delay_seconds)
+            delay = backoff_delay(attempt=claim.attempt, base_seconds=current().queue.retry_delay_seconds)
         settled = ticket_retry(claim=claim, outcome=outcome, delay_seconds=delay)
         status = f"queued retry_in={delay:.2f}s"
     else:
@@ -143,6 +192,33 @@ def settle_attempt(claim: Claim, outcome: Outcome, *, hand_off: bool = False) ->
     else:
         log.warning("ticket=%s attempt=%s fenced: a newer attempt owns it; result dropped", *_ids(claim)[::2])
     return next_claim
+
+
+class _Backoff:
+    """Sleeps 0.1 s doubling to 1 s between tries, until `patience` seconds have passed; False when they have."""
+
+    def __init__(self, patience: float):
+        self.deadline = time.monotonic() + patience
+        self.delay = 0.1
+
+    def sleep(self) -> bool:
+        if time.monotonic() + self.delay > self.deadline:
+            return False
+        time.sleep(self.delay)
+        self.delay = min(2 * self.delay, 1.0)
+        return True
+
+
+def database_answers() -> bool:
+    """True when a fresh connection of this thread gets an answer from PostgreSQL (else it is closed again)."""
+    try:
+        connection.ensure_connection()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return True
+    except (OperationalError, InterfaceError):
+        connection.close()
+        return False
 
 
 def _ids(claim: Claim) -> tuple:

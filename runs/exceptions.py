@@ -19,11 +19,6 @@ class BackgroundNeedsStore(APIException):
     default_detail = "Background execution requires a database to be configured on the agent"
 
 
-class QueueFull(APIException):
-    status_code = status.HTTP_429_TOO_MANY_REQUESTS
-    default_detail = "Job queue is full"
-
-
 class StreamingUnavailable(APIException):
     status_code = status.HTTP_501_NOT_IMPLEMENTED
     default_detail = "Streaming responses (stream=true) are not served by this version; submit with stream=false"

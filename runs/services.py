@@ -11,10 +11,11 @@ from django.db.models.functions import Now
 from agentos_project.conf import current
 from agents_registry.context import RunResult
 from agents_registry.events import event_name
+from queueing.exceptions import QueueFull
 from queueing.selectors import queue_is_full
 from queueing.tickets import ticket_accept
 
-from .exceptions import BackgroundNeedsStore, QueueFull, StreamingUnavailable
+from .exceptions import BackgroundNeedsStore, StreamingUnavailable
 from .execution import EventSink, LegResult, run_leg
 from .idempotency import idempotent_replay
 from .inprocess import InProcessRunner
@@ -92,6 +93,7 @@ def run_submit(*, submission: Submission) -> Accepted:
                 idempotency_key=submission.idempotency_key,
                 idempotency_scope=submission.user_id or "",
                 request_digest=submission.digest(),
+                max_queue_depth=conf.max_queue_depth,
             )
     except IntegrityError:
         if submission.idempotency_key and (winner := idempotent_replay(submission)):

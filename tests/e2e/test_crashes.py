@@ -141,3 +141,23 @@ def test_an_exploding_run_is_retried_with_backoff_then_fails(start_worker):
     ]
     assert len(delays) == 2
     assert 0 <= delays[0] <= 0.3 and 0 <= delays[1] <= 0.6, "full jitter under a ceiling that doubles"
+
+
+def test_sigterm_while_a_head_runs_publishes_its_successor_for_another_worker(start_worker):
+    drain = {"AGENTOS_LOCK_GRACE_SECONDS": "8", "AGENTOS_STOP_TIMEOUT_SECONDS": "3"}
+    leaving = start_worker(concurrency=2, **drain)
+    head = submit("term-4", "head sleep=2")
+    successor = submit("term-4", "successor sleep=10")
+    wait_status(head, "RUNNING", timeout=10)
+
+    leaving.signal(signal.SIGTERM)
+    assert leaving.process.wait(15) == 0
+
+    assert status_of(head) == "COMPLETED"
+    ticket = Ticket.objects.get(pk=successor)
+    assert (ticket.status, ticket.attempt, status_of(successor)) == ("queued", 0, "PENDING"), "not started, not failed"
+    assert f"ticket={successor}" not in leaving.log()
+    staying = start_worker(concurrency=2, **drain)
+    run = wait_status(successor, "COMPLETED", timeout=20)
+    assert run.attempt == 1
+    assert re.search(rf"ticket={successor} session=\S+ status=running attempt=1 worker=\S+", staying.log())

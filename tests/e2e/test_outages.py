@@ -1,5 +1,6 @@
 """Outages with real processes: the broker flushed or down, PostgreSQL down (CONTRACT 6)."""
 
+import datetime
 import time
 
 import pytest
@@ -104,5 +105,33 @@ def test_postgres_down_answers_503_and_workers_carry_on_when_it_returns(start_se
         body = wait_status(serve, again["run_id"], "pg-2", "COMPLETED", timeout=30)
         assert body["content"] == "echo: after sleep=0 (history: 0 messages)"
         assert serve.process.poll() is None, "nothing was restarted"
+    finally:
+        postgres.stop()
+
+
+def test_a_run_that_ends_while_postgres_restarts_completes_and_hands_its_session_on(start_serve, tmp_path):
+    database_url = f"postgresql://postgres@127.0.0.1:{free_port()}/agentos"
+    postgres = EmbeddedPostgres(tmp_path, database_url)
+    postgres.start()
+    try:
+        serve = start_serve(DATABASE_URL=database_url, **FAST_SWEEP)
+        head = serve.submit("restart-1", "head sleep=3").json()
+        successor = serve.submit("restart-1", "successor sleep=0").json()
+        running = wait_status(serve, head["run_id"], "restart-1", "RUNNING", timeout=20)
+        started = datetime.datetime.fromisoformat(running["started_at"]).timestamp()
+
+        postgres.stop()
+        time.sleep(max(0.0, started + 4 - time.time()))  # the agent ends (and settling fails) while it is down
+        postgres.start()
+        returned = time.time()
+
+        done = wait_status(serve, head["run_id"], "restart-1", "COMPLETED", timeout=30)
+        after = wait_status(serve, successor["run_id"], "restart-1", "COMPLETED", timeout=30)
+        completed = datetime.datetime.fromisoformat(done["completed_at"]).timestamp()
+        print(f"\nPostgreSQL back to the stranded run's completion: {completed - returned:.2f}s")
+        assert done["content"] == "echo: head sleep=3 (history: 0 messages)"
+        assert done["queue_attempt"] == 1
+        assert datetime.datetime.fromisoformat(after["started_at"]).timestamp() - returned < 1.0
+        assert after["content"] == "echo: successor sleep=0 (history: 2 messages)"
     finally:
         postgres.stop()

@@ -1,29 +1,104 @@
+"""The queue on its own: tickets accepted through `ticket_accept` and a fake executor in place of the runs app.
+
+Nothing here (or in any test of this folder) imports `runs` or `agents_registry`: the queue carries jobs it
+knows only as tickets, and these tests prove it claims, finishes, retries, sweeps and hands off by itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
 import datetime
+import json
+import time
 import uuid
 
 import pytest
+from django.db import transaction
 from django.db.models import F
 
-from agents_registry.registry import registry
-from queueing.executor import Outcome
+from queueing.executor import Claim, Outcome, Settlement, get_executor, register_executor
 from queueing.models import Ticket
-from queueing.tickets import ticket_claim, ticket_finish
-from runs.services import Submission, run_submit
+from queueing.tickets import ticket_accept, ticket_claim, ticket_finish
+
+UNSTORABLE = "a result the database refuses"
 
 
-def accept(*, session_id: str = "s-1", message: str = "hi sleep=0", component: str = "stub-agent") -> str:
-    """Accept a background run through the real service; returns its ticket id."""
-    submission = Submission(
-        component=registry.get("agent", component),
-        message=message,
-        session_id=session_id,
-        user_id=None,
-        session_state=None,
-        metadata=None,
-        stream=False,
-        background=True,
-    )
-    return str(run_submit(submission=submission).run_id)
+@dataclasses.dataclass
+class FakeExecutor:
+    """Stands in for the runs app; records what the queue asks of it.
+
+    A ticket's payload scripts its attempts: `outcomes` lists the ticket status each attempt asks for
+    ("completed", "failed", "paused", "cancelled", "raise" for an executor that raises, "unstorable" for a
+    result whose settle raises as a NUL would; the last entry repeats), `sleep` the seconds each attempt takes.
+    A settle of a ticket in `refuse` raises.
+    """
+
+    started: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    executed: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    settlements: list[Settlement] = dataclasses.field(default_factory=list)
+    refuse: set[str] = dataclasses.field(default_factory=set)
+
+    def start(self, claim: Claim) -> None:
+        self.started.append((claim.ticket_id, claim.attempt))
+
+    def execute(self, claim: Claim) -> Outcome:
+        self.executed.append((claim.ticket_id, claim.attempt))
+        time.sleep(claim.payload.get("sleep", 0))
+        outcomes = claim.payload.get("outcomes", ["completed"])
+        status = outcomes[min(claim.attempt, len(outcomes)) - 1]
+        if status == "raise":
+            raise RuntimeError("fake job raised")
+        if status == "failed":
+            return Outcome(status, error="fake job failed", retryable=claim.payload.get("retryable", True))
+        if status == "unstorable":
+            return Outcome("completed", result=UNSTORABLE)
+        return Outcome(status)
+
+    def settle(self, settlement: Settlement) -> None:
+        if settlement.ticket_id in self.refuse:
+            raise RuntimeError(f"fake executor refuses to settle {settlement.ticket_id}")
+        if settlement.outcome is not None and settlement.outcome.result == UNSTORABLE:
+            raise ValueError("A string literal cannot contain NUL (0x00) characters.")
+        self.settlements.append(settlement)
+
+    def settled(self, ticket_id: str) -> list[tuple[str, int, str | None]]:
+        """(status, attempt, error) of every settlement of `ticket_id`, in order."""
+        return [(s.status, s.attempt, s.error) for s in self.settlements if s.ticket_id == ticket_id]
+
+
+@pytest.fixture(autouse=True)
+def executor():
+    fake, previous = FakeExecutor(), get_executor()
+    register_executor(fake)
+    yield fake
+    register_executor(previous)
+
+
+def accept(
+    *,
+    session_id: str = "s-1",
+    serialized: bool = True,
+    max_attempts: int = 1,
+    outcomes: tuple[str, ...] = ("completed",),
+    sleep: float = 0,
+    max_queue_depth: int = 0,
+) -> str:
+    """Accept a fake job in a transaction of its own; returns its ticket id."""
+    ticket_id = str(uuid.uuid4())
+    with transaction.atomic():
+        ticket_accept(
+            ticket_id=ticket_id,
+            component_type="job",
+            component_id="fake",
+            session_id=session_id,
+            user_id=None,
+            payload={"outcomes": list(outcomes), "sleep": sleep},
+            serialized=serialized,
+            max_attempts=max_attempts,
+            max_queue_depth=max_queue_depth,
+        )
+    return ticket_id
 
 
 def snapshot(ticket_id: str) -> dict:
@@ -43,10 +118,23 @@ def claim(ticket_id: str, worker: str = "w1", grace: float = 60):
     return ticket_claim(ticket_id=ticket_id, worker_id=worker, grace_seconds=grace)
 
 
-def finish(owner, status: str, error: str | None = None) -> bool:
+def finish(owner, status: str, error: str | None = None):
     return ticket_finish(claim=owner, outcome=Outcome(status, error=error))
 
 
 @pytest.fixture
 def session_id() -> str:
     return f"s-{uuid.uuid4().hex[:8]}"
+
+
+BROKER_QUEUE = "agentos"
+
+
+def broker_messages(redis_db) -> list[dict]:
+    """The Celery messages waiting in the test broker, oldest first: (args, kwargs, headers)."""
+    messages = []
+    for raw in reversed(redis_db.lrange(BROKER_QUEUE, 0, -1)):
+        envelope = json.loads(raw)
+        args, kwargs, _ = json.loads(base64.b64decode(envelope["body"]))
+        messages.append({"args": args, "kwargs": kwargs, "headers": envelope["headers"]})
+    return messages

@@ -8,9 +8,9 @@ import pytest
 from django.db import connection
 
 from agentos_project.conf import current
+from queueing.exceptions import QueueFull
 from queueing.models import Ticket
 from queueing.sweeper import sweep_once
-from runs.models import RunEvent
 
 from .conftest import accept, backdate, claim, finish
 
@@ -65,7 +65,7 @@ def test_accepts_racing_the_end_of_the_head_leave_exactly_one_head():
         assert [t.is_head for t in live] == [True, False, False], f"round {round_}"
 
 
-def test_concurrent_sweepers_fail_each_stale_ticket_once():
+def test_concurrent_sweepers_fail_each_stale_ticket_once(executor):
     stale = [accept(session_id=f"race-sweep-{n}") for n in range(10)]
     for ticket_id in stale:
         claim(ticket_id)
@@ -75,4 +75,18 @@ def test_concurrent_sweepers_fail_each_stale_ticket_once():
 
     assert sum(report.failed for report in reports) == 10
     assert Ticket.objects.filter(pk__in=stale, status="failed").count() == 10
-    assert RunEvent.objects.filter(run_id__in=stale, event="RunError").count() == 10
+    assert sorted(s.ticket_id for s in executor.settlements if s.status == "failed") == sorted(stale), "once each"
+
+
+def test_the_queue_depth_cap_is_exact_under_concurrent_accepts():
+    def try_accept(index: int) -> str:
+        try:
+            accept(session_id=f"race-depth-{index}", max_queue_depth=5)
+        except QueueFull:
+            return "full"
+        return "accepted"
+
+    answers = in_threads(40, try_accept)
+
+    assert (answers.count("accepted"), answers.count("full")) == (5, 35)
+    assert Ticket.objects.filter(status="queued").count() == 5

@@ -1,20 +1,14 @@
 """Per-session order through the ticket API (CONTRACT 5): who may start, who waits on whom, who keeps a place."""
 
 import pytest
-from django.test import override_settings
 
-from agentos_project.conf import current
-from agents_registry.chat_models import StubModel
-from agents_registry.components import Agent
-from agents_registry.registry import registry
 from queueing.executor import Outcome
 from queueing.models import Ticket
 from queueing.selectors import ticket_waiting_on
 from queueing.tickets import RequeueResult, ticket_continue, ticket_requeue, ticket_retry
 from queueing.worker import worker_execute
-from runs.models import Run
 
-from .conftest import accept, claim, finish, set_budget, snapshot
+from .conftest import accept, claim, finish, snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -36,8 +30,7 @@ def test_a_paused_holder_keeps_its_session_until_continued_and_finished(session_
 
 
 def test_a_run_waiting_out_its_retry_backoff_keeps_its_place(session_id):
-    a, b = accept(session_id=session_id), accept(session_id=session_id)
-    set_budget(a, 2)
+    a, b = accept(session_id=session_id, max_attempts=2), accept(session_id=session_id)
     assert ticket_retry(claim=claim(a), outcome=Outcome("failed", error="boom", retryable=True), delay_seconds=60)
 
     assert claim(b) is None
@@ -66,7 +59,7 @@ def test_waiting_on_names_the_head_not_the_run_just_ahead(session_id):
     assert [ticket_waiting_on(ticket_id=t) for t in (a, b, c)] == [None, a, a]
 
 
-def test_duplicate_and_early_messages_for_a_blocked_ticket_do_not_start_it(session_id):
+def test_duplicate_and_early_messages_for_a_blocked_ticket_do_not_start_it(session_id, executor):
     a, b = accept(session_id=session_id), accept(session_id=session_id)
     claim(a)
     before = snapshot(b)
@@ -74,47 +67,43 @@ def test_duplicate_and_early_messages_for_a_blocked_ticket_do_not_start_it(sessi
     assert worker_execute(ticket_id=b) is False
     assert worker_execute(ticket_id=b) is False
     assert snapshot(b) == before
-    assert Run.objects.get(pk=b).status == "PENDING"
+    assert executor.started == [(a, 1)] and executor.executed == []
 
 
-def test_the_end_of_a_run_hands_its_session_to_the_next_on_the_same_thread(session_id):
+def test_the_end_of_a_run_hands_its_session_to_the_next_on_the_same_thread(session_id, executor):
     a, b, c = (accept(session_id=session_id) for _ in range(3))
+    other = accept(session_id=f"{session_id}-other")
 
     assert worker_execute(ticket_id=a) is True
 
-    runs = [Run.objects.get(pk=t) for t in (a, b, c)]
-    assert [r.status for r in runs] == ["COMPLETED"] * 3
-    assert runs[0].completed_at <= runs[1].started_at and runs[1].completed_at <= runs[2].started_at
-    assert [r.content.rsplit("(", 1)[1] for r in runs] == [
-        "history: 0 messages)",
-        "history: 2 messages)",
-        "history: 4 messages)",
-    ]
+    assert executor.executed == [(a, 1), (b, 1), (c, 1)], "the session's runs, in order, on this thread only"
+    assert [snapshot(t)["status"] for t in (a, b, c, other)] == ["completed", "completed", "completed", "queued"]
+    assert [snapshot(t)["locked_by"] for t in (a, b, c)] == [None, None, None]
+    assert (
+        snapshot(a)["completed_at"] <= snapshot(b)["locked_at"]
+        and snapshot(b)["completed_at"] <= snapshot(c)["locked_at"]
+    )
 
 
-def test_without_per_session_order_runs_neither_wait_nor_block(session_id):
-    with override_settings(AGENTOS=current().replace("queue", per_session=False)):
-        a, b = accept(session_id=session_id), accept(session_id=session_id)
+def test_unordered_tickets_neither_wait_nor_block(session_id):
+    a, b = accept(session_id=session_id, serialized=False), accept(session_id=session_id, serialized=False)
+    serialized = accept(session_id=session_id)
 
-    assert (snapshot(a)["serialized"], snapshot(b)["serialized"]) == (False, False)
+    assert (snapshot(a)["is_head"], snapshot(b)["is_head"], snapshot(serialized)["is_head"]) == (False, False, True)
     assert claim(a) is not None and claim(b) is not None
     assert ticket_waiting_on(ticket_id=b) is None
+    assert claim(serialized) is not None, "unordered tickets hold nothing"
 
 
-@pytest.fixture
-def one_turn_agent():
-    agent = registry.register(Agent(id="one-turn", name="One turn", model=StubModel(), one_turn_per_session=True))
-    yield agent
-    registry.unregister(agent.kind, agent.id)
-
-
-def test_one_turn_per_session_components_are_serialized_even_without_order(session_id, one_turn_agent):
-    with override_settings(AGENTOS=current().replace("queue", per_session=False)):
-        a, b = accept(session_id=session_id, component="one-turn"), accept(session_id=session_id, component="one-turn")
+def test_serialized_tickets_wait_even_when_unordered_ones_do_not(session_id):
+    """Serialized tickets (per-session order, or a one-turn-per-session component) wait for their holder."""
+    a, b = accept(session_id=session_id), accept(session_id=session_id)
+    loose = accept(session_id=session_id, serialized=False)
 
     claim(a)
     assert claim(b) is None
     assert ticket_waiting_on(ticket_id=b) == a
+    assert claim(loose) is not None, "an unordered ticket neither waits nor blocks"
 
 
 def test_the_claim_itself_refuses_a_ticket_with_a_live_one_ahead(session_id):

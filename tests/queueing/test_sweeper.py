@@ -9,9 +9,8 @@ from queueing import router
 from queueing.models import Ticket
 from queueing.sweeper import lost_messages, sweep_once
 from queueing.tickets import SWEEP_ERROR
-from runs.models import Run
 
-from .conftest import accept, backdate, claim, set_budget, snapshot
+from .conftest import accept, backdate, broker_messages, claim, snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -35,7 +34,8 @@ def test_a_claimable_ticket_without_a_live_message_is_found_and_published_again(
     assert lost_messages(conf()) == [snapshot(lost)["id"]], "only a settled head; not one behind it, not a fresh one"
     assert sweep_once(conf()).lost_messages == 1
     assert lost_messages(conf()) == []
-    assert fresh != lost
+    assert [m["args"] for m in broker_messages(redis_db)] == [[lost]], "one message, for the lost ticket only"
+    assert redis_db.exists(router.MARKER.format(lost)) and not redis_db.exists(router.MARKER.format(fresh))
 
 
 def test_a_message_marked_live_is_left_alone_until_consumed(redis_db):
@@ -48,9 +48,8 @@ def test_a_message_marked_live_is_left_alone_until_consumed(redis_db):
     assert lost_messages(conf()) == [snapshot(ticket_id)["id"]]
 
 
-def test_a_stale_lease_without_budget_is_failed_and_one_with_budget_is_dispatched_once_per_grace(redis_db):
-    spent, spare = accept(session_id="stale-1"), accept(session_id="stale-2")
-    set_budget(spare, 2)
+def test_a_stale_lease_without_budget_is_failed_and_one_with_budget_is_dispatched_once_per_grace(redis_db, executor):
+    spent, spare = accept(session_id="stale-1"), accept(session_id="stale-2", max_attempts=2)
     claim(spent)
     claim(spare)
     backdate(spent)
@@ -61,7 +60,7 @@ def test_a_stale_lease_without_budget_is_failed_and_one_with_budget_is_dispatche
 
     assert (report.failed, report.redispatched) == (1, 1)
     assert (snapshot(spent)["status"], snapshot(spent)["error"]) == ("failed", SWEEP_ERROR)
-    assert Run.objects.get(pk=spent).status == "ERROR"
+    assert executor.settled(spent) == [("failed", 1, SWEEP_ERROR)]
     assert snapshot(spare)["status"] == "running", "a worker reclaims it when the message arrives"
     assert sweep_once(conf(lock_grace_seconds=60)).redispatched == 0
 
@@ -74,3 +73,19 @@ def test_old_terminal_tickets_are_pruned(redis_db):
 
     assert sweep_once(conf(retention_seconds=60)).pruned == 1
     assert not Ticket.objects.filter(pk=ticket_id).exists()
+
+
+def test_a_ticket_whose_step_raises_does_not_stop_the_pass(redis_db, executor):
+    tickets = [accept(session_id=f"bad-{n}") for n in range(3)]
+    for ticket_id in tickets:
+        claim(ticket_id)
+        backdate(ticket_id)
+    executor.refuse.add(tickets[1])
+
+    report = sweep_once(conf(lock_grace_seconds=60))
+
+    assert (report.failed, report.errors) == (2, 1)
+    assert [snapshot(t)["status"] for t in tickets] == ["failed", "running", "failed"]
+    assert snapshot(tickets[1])["error"] is None, "the raising step rolled back"
+    executor.refuse.clear()
+    assert sweep_once(conf(lock_grace_seconds=60)).failed == 1, "and is done on the next pass"

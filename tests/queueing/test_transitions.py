@@ -20,9 +20,8 @@ from queueing.tickets import (
     ticket_requeue,
     ticket_retry,
 )
-from runs.models import Run
 
-from .conftest import accept, backdate, claim, finish, set_budget, snapshot
+from .conftest import accept, backdate, claim, finish, snapshot
 
 pytestmark = pytest.mark.django_db
 STATES = ("queued", "running", "paused", "completed", "failed", "cancelled")
@@ -30,8 +29,7 @@ STATES = ("queued", "running", "paused", "completed", "failed", "cancelled")
 
 def ticket_in(state: str, *, max_attempts: int = 2) -> tuple[str, object]:
     """A fresh ticket brought to `state` through allowed transitions; returns (id, the owner's claim or None)."""
-    ticket_id = accept(session_id=f"s-{state}-{max_attempts}-{Ticket.objects.count()}")
-    set_budget(ticket_id, max_attempts)
+    ticket_id = accept(session_id=f"s-{state}-{max_attempts}-{Ticket.objects.count()}", max_attempts=max_attempts)
     if state == "queued":
         return ticket_id, None
     if state == "cancelled":
@@ -140,7 +138,7 @@ def test_retry_without_budget_changes_nothing(db):
     assert snapshot(ticket_id) == before
 
 
-def test_sweep_fails_a_stale_lease_without_budget(db):
+def test_sweep_fails_a_stale_lease_without_budget(db, executor):
     ticket_id, _ = ticket_in("running", max_attempts=1)
     assert not ticket_fail_stale(ticket_id=ticket_id, grace_seconds=60), "fresh lease"
     backdate(ticket_id)
@@ -148,8 +146,7 @@ def test_sweep_fails_a_stale_lease_without_budget(db):
     assert ticket_fail_stale(ticket_id=ticket_id, grace_seconds=60)
     row = snapshot(ticket_id)
     assert (row["status"], row["error"], row["is_head"]) == ("failed", SWEEP_ERROR, False)
-    run = Run.objects.get(pk=ticket_id)
-    assert (run.status, run.content) == ("ERROR", SWEEP_ERROR)
+    assert executor.settled(ticket_id) == [("failed", 1, SWEEP_ERROR)], "the executor ends its job in the same change"
     assert not ticket_fail_stale(ticket_id=ticket_id, grace_seconds=60)
     assert snapshot(ticket_id) == row
 
@@ -163,14 +160,17 @@ def test_sweep_leaves_a_stale_lease_with_budget_for_reclaim(db):
     assert snapshot(ticket_id) == before
 
 
-@pytest.mark.parametrize(("state", "stage"), [("queued", "PENDING"), ("paused", "PAUSED")])
-def test_cancel_ends_a_queued_or_paused_ticket_once(db, state, stage):
+@pytest.mark.parametrize("state", ["queued", "paused"])
+def test_cancel_ends_a_queued_or_paused_ticket_once(db, executor, state):
     ticket_id, _ = ticket_in(state)
 
     assert ticket_cancel(ticket_id=ticket_id, error="cancelled") == state
     row = snapshot(ticket_id)
     assert (row["status"], row["is_head"]) == ("cancelled", False)
-    assert Run.objects.get(pk=ticket_id).cancellation_stage == stage
+    assert [(s.status, s.previous) for s in executor.settlements if s.ticket_id == ticket_id][-1] == (
+        "cancelled",
+        state,
+    )
     assert ticket_cancel(ticket_id=ticket_id, error="cancelled") is None
     assert snapshot(ticket_id) == row
 
@@ -192,7 +192,7 @@ def test_continue_requeues_a_paused_ticket_in_its_place_once(db):
 
 
 @pytest.mark.parametrize("state", ["failed", "cancelled"])
-def test_requeue_gives_one_more_attempt_at_the_back(db, state):
+def test_requeue_gives_one_more_attempt_at_the_back(db, executor, state):
     ticket_id, _ = ticket_in(state)
     session = snapshot(ticket_id)["session_id"]
     newcomer = accept(session_id=session)
@@ -202,7 +202,7 @@ def test_requeue_gives_one_more_attempt_at_the_back(db, state):
     row = snapshot(ticket_id)
     assert (row["status"], row["max_attempts"], row["is_head"]) == ("queued", row["attempt"] + 1, False)
     assert row["session_seq"] == snapshot(newcomer)["session_seq"] + 1
-    assert Run.objects.get(pk=ticket_id).status == "PENDING"
+    assert executor.settled(ticket_id)[-1] == ("queued", 0, None), "the executor resets its job"
     assert ticket_requeue(ticket_id=ticket_id, grace_seconds=60) == RequeueResult.NOT_REQUEUEABLE
     assert snapshot(ticket_id) == row
 
@@ -243,6 +243,14 @@ def make_stale_and_spent(ticket_id: str) -> None:
     Ticket.objects.filter(pk=ticket_id).update(max_attempts=F("attempt"))
 
 
+HEARTBEAT_WORKER = "beating-worker"
+
+
+def make_owned(ticket_id: str) -> None:
+    """The heartbeating worker's name on the row, whatever its status, so only the status can stop a heartbeat."""
+    Ticket.objects.filter(pk=ticket_id).update(locked_by=HEARTBEAT_WORKER)
+
+
 def make_old(ticket_id: str) -> None:
     """Completed (if at all) long ago, so only the status can stop a prune."""
     backdate(ticket_id, field="completed_at", seconds=7200)
@@ -253,9 +261,7 @@ def make_old(ticket_id: str) -> None:
 # conditions in which only the status decides: the real owner, an expired lease, an old completion.
 EVENTS = {
     "claim": lambda t, owner: claim(t, "another-worker"),
-    "heartbeat": lambda t, owner: (
-        owner is not None and ticket_heartbeat(worker_id=owner.worker_id, claims=[(t, owner.attempt)])
-    ),
+    "heartbeat": lambda t, owner: ticket_heartbeat(worker_id=HEARTBEAT_WORKER, claims=[(t, snapshot(t)["attempt"])]),
     "finish": lambda t, owner: finish(owner or intruder(t), "completed"),
     "retry": lambda t, owner: ticket_retry(
         claim=owner or intruder(t), outcome=Outcome("failed", retryable=True), delay_seconds=0
@@ -266,7 +272,7 @@ EVENTS = {
     "requeue": lambda t, owner: ticket_requeue(ticket_id=t, grace_seconds=60, force=True) == RequeueResult.REQUEUED,
     "prune": lambda t, owner: ticket_prune(retention_seconds=3600),
 }
-PREPARE = {"sweep": make_stale_and_spent, "prune": make_old}
+PREPARE = {"sweep": make_stale_and_spent, "prune": make_old, "heartbeat": make_owned}
 ALLOWED = {
     ("claim", "queued"),
     ("heartbeat", "running"),

@@ -1,38 +1,18 @@
-"""The worker's handling of messages, and what accept publishes, read back from the real Redis broker."""
+"""The worker's handling of messages and of settling, and what accept publishes, read from the real Redis broker."""
 
-import base64
 import datetime
-import json
-import time
 
+import psycopg2
 import pytest
-from django.db import transaction
-from django.test import override_settings
+from django.db import connection, transaction
 from django.utils import timezone
 
-from agentos_project.conf import current
-from agents_registry.chat_models import StubModel
-from agents_registry.components import Agent
-from agents_registry.registry import registry
-from queueing import router
+from queueing import router, shutdown
 from queueing.executor import Outcome
 from queueing.tickets import ticket_finish, ticket_retry
-from queueing.worker import worker_execute
-from runs.models import Run
+from queueing.worker import settle_attempt, worker_execute
 
-from .conftest import accept, claim, set_budget, snapshot
-
-QUEUE = "agentos"
-
-
-def broker_messages(redis_db) -> list[dict]:
-    """The Celery messages waiting in the test broker, oldest first: (args, kwargs, headers)."""
-    messages = []
-    for raw in reversed(redis_db.lrange(QUEUE, 0, -1)):
-        envelope = json.loads(raw)
-        args, kwargs, _ = json.loads(base64.b64decode(envelope["body"]))
-        messages.append({"args": args, "kwargs": kwargs, "headers": envelope["headers"]})
-    return messages
+from .conftest import BROKER_QUEUE, accept, broker_messages, claim, snapshot
 
 
 @pytest.mark.django_db(transaction=True)
@@ -51,20 +31,19 @@ def test_accept_publishes_only_after_commit_and_the_message_carries_only_the_tic
 
 @pytest.mark.django_db(transaction=True)
 def test_a_ticket_behind_its_session_head_gets_no_message(redis_db):
-    accept(session_id="publish-2")
+    head = accept(session_id="publish-2")
     accept(session_id="publish-2")
 
     assert router.publisher.flush()
-    assert len(broker_messages(redis_db)) == 1
+    assert [m["args"] for m in broker_messages(redis_db)] == [[head]]
 
 
 @pytest.mark.django_db
-def test_an_early_message_for_a_ticket_in_backoff_is_published_again_for_when_it_ends(redis_db):
-    ticket_id = accept(session_id="early-1")
-    set_budget(ticket_id, 2)
+def test_an_early_message_for_a_ticket_in_backoff_is_published_again_for_when_it_ends(redis_db, executor):
+    ticket_id = accept(session_id="early-1", max_attempts=2)
     owner = claim(ticket_id)
     assert ticket_retry(claim=owner, outcome=Outcome("failed", error="boom", retryable=True), delay_seconds=60)
-    redis_db.delete(QUEUE)
+    redis_db.delete(BROKER_QUEUE)
 
     assert worker_execute(ticket_id=ticket_id) is False
 
@@ -72,63 +51,119 @@ def test_an_early_message_for_a_ticket_in_backoff_is_published_again_for_when_it
     assert message["args"] == [ticket_id]
     eta = datetime.datetime.fromisoformat(message["headers"]["eta"])
     assert timezone.now() + datetime.timedelta(seconds=50) < eta < timezone.now() + datetime.timedelta(seconds=61)
+    assert executor.executed == []
 
 
 @pytest.mark.django_db
-def test_a_message_for_a_finished_ticket_is_dropped(redis_db):
+def test_a_message_for_a_finished_ticket_is_dropped(redis_db, executor):
     ticket_id = accept(session_id="late-1")
     assert worker_execute(ticket_id=ticket_id) is True
-    redis_db.delete(QUEUE)
+    redis_db.delete(BROKER_QUEUE)
 
     assert worker_execute(ticket_id=ticket_id) is False
     assert broker_messages(redis_db) == []
+    assert executor.executed == [(ticket_id, 1)]
+
+
+@pytest.mark.django_db
+def test_an_executor_that_raises_is_retried_with_budget_then_fails(redis_db, executor):
+    ticket_id = accept(session_id="raise-1", max_attempts=2, outcomes=("raise",))
+
+    assert worker_execute(ticket_id=ticket_id) is True
+    assert (snapshot(ticket_id)["status"], snapshot(ticket_id)["error"]) == ("queued", "fake job raised")
+    ticket_retry_now(ticket_id)
+    assert worker_execute(ticket_id=ticket_id) is True
+
+    assert (snapshot(ticket_id)["status"], snapshot(ticket_id)["attempt"]) == ("failed", 2)
+    assert executor.settled(ticket_id) == [("queued", 1, "fake job raised"), ("failed", 2, "fake job raised")]
+
+
+def ticket_retry_now(ticket_id: str) -> None:
+    from queueing.models import Ticket
+
+    Ticket.objects.filter(pk=ticket_id).update(available_at=timezone.now() - datetime.timedelta(seconds=1))
 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("hand_off", [True, False])
-def test_the_end_of_a_head_claims_its_successor_in_the_same_transaction_or_publishes_it(redis_db, hand_off):
+def test_the_end_of_a_head_claims_its_successor_in_the_same_transaction_or_publishes_it(redis_db, executor, hand_off):
     head, successor = accept(session_id=f"handoff-{hand_off}"), accept(session_id=f"handoff-{hand_off}")
     assert router.publisher.flush()
-    redis_db.delete(QUEUE)
+    redis_db.delete(BROKER_QUEUE)
 
     finished = ticket_finish(claim=claim(head), outcome=Outcome("completed"), hand_off=hand_off)
     assert router.publisher.flush()
 
-    run = Run.objects.get(pk=successor)
     if hand_off:
         assert (finished.next_claim.ticket_id, finished.next_claim.attempt) == (successor, 1)
-        assert snapshot(successor)["status"] == "running"
-        assert (run.status, run.attempt) == ("RUNNING", 1)
-        assert run.started_at >= snapshot(head)["completed_at"]
+        assert (snapshot(successor)["status"], snapshot(successor)["locked_by"]) == ("running", "w1")
+        assert snapshot(successor)["locked_at"] >= snapshot(head)["completed_at"]
+        assert executor.started == [(head, 1), (successor, 1)], "its job started in the same transaction"
         assert broker_messages(redis_db) == []
     else:
         assert finished.next_claim is None
-        assert (snapshot(successor)["status"], run.status) == ("queued", "PENDING")
+        assert (snapshot(successor)["status"], snapshot(successor)["attempt"]) == ("queued", 0)
+        assert executor.started == [(head, 1)]
         assert [m["args"] for m in broker_messages(redis_db)] == [[successor]]
 
 
-@pytest.mark.django_db
-def test_an_attempt_longer_than_the_timeout_ends_with_the_contract_text(redis_db):
-    ticket_id = accept(session_id="timeout-1", message="slow sleep=30")
-
-    with override_settings(AGENTOS=current().replace("queue", timeout_seconds=0.2)):
-        started = time.monotonic()
-        assert worker_execute(ticket_id=ticket_id) is True
-
-    assert time.monotonic() - started < 5
-    run = Run.objects.get(pk=ticket_id)
-    assert (run.status, run.content) == ("ERROR", "Run exceeded timeout_seconds=0.2")
-    assert snapshot(ticket_id)["error"] == "Run exceeded timeout_seconds=0.2"
+@pytest.fixture
+def draining():
+    shutdown._State.draining.set()
+    yield
+    shutdown._State.draining.clear()
 
 
-@pytest.mark.django_db
-def test_a_permanent_error_is_not_retried_whatever_the_budget(redis_db):
-    agent = registry.register(Agent(id="retired-agent", name="Retired", model=StubModel()))
-    ticket_id = accept(session_id="permanent-1", component="retired-agent")
-    set_budget(ticket_id, 3)
-    registry.unregister(agent.kind, agent.id)
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_that_began_draining_while_the_head_ran_publishes_the_successor(redis_db, executor, draining):
+    head, successor = accept(session_id="drain-1"), accept(session_id="drain-1")
+    assert router.publisher.flush()
+    redis_db.delete(BROKER_QUEUE)
+    owner = claim(head)  # claimed before the drain began: the caller asked for a hand-off then
 
-    assert worker_execute(ticket_id=ticket_id) is True
+    assert settle_attempt(owner, Outcome("completed"), hand_off=True) is None
 
-    assert (snapshot(ticket_id)["status"], snapshot(ticket_id)["attempt"]) == ("failed", 1)
-    assert Run.objects.get(pk=ticket_id).content == "Component agent 'retired-agent' is not registered here"
+    assert router.publisher.flush()
+    assert snapshot(head)["status"] == "completed"
+    assert (snapshot(successor)["status"], snapshot(successor)["attempt"]) == ("queued", 0)
+    assert [m["args"] for m in broker_messages(redis_db)] == [[successor]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_settling_survives_a_connection_killed_while_the_attempt_ran(redis_db, executor):
+    head, successor = accept(session_id="killed-1"), accept(session_id="killed-1")
+    owner = claim(head)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        [pid] = cursor.fetchone()
+    terminate_backend(pid)  # as a PostgreSQL restart does to every open connection
+
+    next_claim = settle_attempt(owner, Outcome("completed"), hand_off=True)
+
+    assert snapshot(head)["status"] == "completed"
+    assert (next_claim.ticket_id, snapshot(successor)["status"]) == (successor, "running")
+    assert executor.settled(head) == [("completed", 1, None)]
+
+
+def terminate_backend(pid: int) -> None:
+    params = connection.get_connection_params()
+    admin = psycopg2.connect(**params)
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+    finally:
+        admin.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_outcome_the_database_refuses_ends_the_attempt_as_a_visible_failure(redis_db, executor):
+    head = accept(session_id="nul-1", outcomes=("unstorable",), max_attempts=3)
+    successor = accept(session_id="nul-1")
+
+    assert worker_execute(ticket_id=head) is True
+
+    row = snapshot(head)
+    assert (row["status"], row["attempt"], row["locked_by"]) == ("failed", 1, None), "permanent: not retried"
+    assert row["error"] == "Run outcome could not be stored: A string literal cannot contain NUL (0x00) characters."
+    assert executor.settled(head) == [("failed", 1, row["error"])]
+    assert snapshot(successor)["status"] == "completed", "and the session moves on at once"

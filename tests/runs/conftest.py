@@ -1,10 +1,14 @@
 import pytest
+from django.test import override_settings
 
+from agentos_project.conf import current
 from agents_registry.chat_models import StubModel
 from agents_registry.components import Agent
 from agents_registry.registry import registry
 from queueing.models import Ticket
 from runs.models import AgentSession, Run, RunEvent
+from runs.services import run_submit
+from runs.submission import Submission
 
 
 def row_counts() -> dict[str, int]:
@@ -27,3 +31,19 @@ def storeless_agent():
 def submit(api, *, prefix="/agents/stub-agent", fmt="multipart", **fields):
     body = {"background": "true", "stream": "false", **fields}
     return api.post(f"{prefix}/runs", body, format=fmt)
+
+
+def accept_run(*, session_id: str, message: str = "hi sleep=0", component: str = "stub-agent", **queue) -> str:
+    """Accept a background run through the real service (queue settings changed by `queue`); returns its id."""
+    submission = Submission(
+        component=registry.get("agent", component),
+        message=message,
+        session_id=session_id,
+        user_id=None,
+        session_state=None,
+        metadata=None,
+        stream=False,
+        background=True,
+    )
+    with override_settings(AGENTOS=current().replace("queue", **queue)):
+        return str(run_submit(submission=submission).run_id)

@@ -1,0 +1,115 @@
+"""The runs app under the queue: how each ticket change shows on the run, and what a leg's end writes."""
+
+import datetime
+
+import pytest
+from django.db.models import F
+from django.test import override_settings
+
+from agentos_project.conf import current
+from agents_registry.chat_models import StubModel
+from agents_registry.components import Agent
+from agents_registry.registry import registry
+from queueing.models import Ticket
+from queueing.sweeper import sweep_once
+from queueing.tickets import SWEEP_ERROR, RequeueResult, ticket_cancel, ticket_claim, ticket_requeue
+from queueing.worker import worker_execute
+from runs.models import Run, RunEvent
+
+from .conftest import accept_run
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_swept_run_is_error_with_the_sweep_text_and_a_stored_event(redis_db):
+    run_id = accept_run(session_id="swept-1")
+    ticket_claim(ticket_id=run_id, worker_id="gone", grace_seconds=60)
+    Ticket.objects.filter(pk=run_id).update(locked_at=F("locked_at") - datetime.timedelta(hours=1))
+
+    assert sweep_once(current().queue).failed == 1
+
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.content, run.attempt) == ("ERROR", SWEEP_ERROR, 1)
+    assert list(RunEvent.objects.filter(run_id=run_id).values_list("event", "data__content")) == [
+        ("RunError", SWEEP_ERROR)
+    ]
+
+
+@pytest.mark.parametrize(("state", "stage"), [("queued", "PENDING"), ("paused", "PAUSED")])
+def test_cancelling_a_queued_or_paused_run_sets_its_stage(redis_db, state, stage):
+    run_id = accept_run(session_id=f"cancel-{state}", message="delete sleep=0", component="hitl-agent")
+    if state == "paused":
+        assert worker_execute(ticket_id=run_id) is True
+        assert Run.objects.get(pk=run_id).status == "PAUSED"
+
+    assert ticket_cancel(ticket_id=run_id, error="cancelled before execution") == state
+
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.cancellation_stage, run.content) == ("CANCELLED", stage, "cancelled before execution")
+    assert RunEvent.objects.filter(run_id=run_id).last().event == "RunCancelled"
+
+
+def test_a_requeued_run_is_pending_again_with_its_output_cleared(redis_db):
+    run_id = accept_run(session_id="requeue-1", message="explode sleep=0")
+    worker_execute(ticket_id=run_id)
+    assert Run.objects.get(pk=run_id).status == "ERROR"
+
+    assert ticket_requeue(ticket_id=run_id, grace_seconds=60, force=True) == RequeueResult.REQUEUED
+
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.content, run.completed_at) == ("PENDING", None, None)
+
+
+def test_an_attempt_longer_than_the_timeout_ends_with_the_contract_text(redis_db):
+    run_id = accept_run(session_id="timeout-1", message="slow sleep=30")
+
+    with override_settings(AGENTOS=current().replace("queue", timeout_seconds=0.2)):
+        assert worker_execute(ticket_id=run_id) is True
+
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.content) == ("ERROR", "Run exceeded timeout_seconds=0.2")
+    assert Ticket.objects.get(pk=run_id).error == "Run exceeded timeout_seconds=0.2"
+
+
+def test_a_permanent_error_is_not_retried_whatever_the_budget(redis_db):
+    agent = registry.register(Agent(id="retired-agent", name="Retired", model=StubModel()))
+    run_id = accept_run(session_id="permanent-1", component="retired-agent", max_attempts=3)
+    registry.unregister(agent.kind, agent.id)
+
+    assert worker_execute(ticket_id=run_id) is True
+
+    ticket = Ticket.objects.get(pk=run_id)
+    assert (ticket.status, ticket.attempt) == ("failed", 1)
+    assert Run.objects.get(pk=run_id).content == "Component agent 'retired-agent' is not registered here"
+
+
+def test_the_hand_off_runs_the_session_in_order_each_run_seeing_the_history_before_it(redis_db):
+    a, b, c = (accept_run(session_id="handoff-1", message=f"{n} sleep=0") for n in "abc")
+
+    assert worker_execute(ticket_id=a) is True
+
+    runs = [Run.objects.get(pk=t) for t in (a, b, c)]
+    assert [r.status for r in runs] == ["COMPLETED"] * 3
+    assert runs[0].completed_at <= runs[1].started_at and runs[1].completed_at <= runs[2].started_at
+    assert [r.content for r in runs] == [
+        "echo: a sleep=0 (history: 0 messages)",
+        "echo: b sleep=0 (history: 2 messages)",
+        "echo: c sleep=0 (history: 4 messages)",
+    ]
+
+
+@pytest.fixture
+def one_turn_agent():
+    agent = registry.register(Agent(id="one-turn", name="One turn", model=StubModel(), one_turn_per_session=True))
+    yield agent
+    registry.unregister(agent.kind, agent.id)
+
+
+def test_one_turn_per_session_components_are_serialized_even_without_order(one_turn_agent):
+    a = accept_run(session_id="one-turn-1", component="one-turn", per_session=False)
+    b = accept_run(session_id="one-turn-1", component="one-turn", per_session=False)
+    loose = accept_run(session_id="one-turn-2", per_session=False)
+
+    assert [Ticket.objects.get(pk=t).serialized for t in (a, b, loose)] == [True, True, False]
+    assert ticket_claim(ticket_id=a, worker_id="w", grace_seconds=60) is not None
+    assert ticket_claim(ticket_id=b, worker_id="w", grace_seconds=60) is None
