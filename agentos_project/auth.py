@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.permissions import BasePermission
@@ -50,3 +51,13 @@ class SecurityKeyPermission(BasePermission):
 
     def has_permission(self, request, view) -> bool:
         return current().security.security_key is None or request.auth is not None
+
+
+class SecurityKeyScheme(OpenApiAuthenticationExtension):
+    """How `/openapi.json` describes the security key: an HTTP bearer token."""
+
+    target_class = SecurityKeyAuthentication
+    name = "securityKey"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "AGENTOS_SECURITY_KEY, when one is set"}

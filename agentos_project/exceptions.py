@@ -1,7 +1,9 @@
 """One place that turns exceptions into `{"detail": ...}` answers (CONTRACT 3.1, 14)."""
 
-from django.core.exceptions import RequestDataTooBig
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation, TooManyFieldsSent, TooManyFilesSent
 from django.db import InterfaceError, OperationalError
+from django.http import JsonResponse
 from rest_framework import status
 from rest_framework.exceptions import APIException, ParseError
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -15,6 +17,13 @@ class BodyTooLarge(APIException):
 class DatabaseUnavailable(APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_detail = "Database unavailable; the run was not accepted, retry shortly"
+
+
+class RequestRefused(APIException):
+    """A request Django refuses before any view sees it (too many fields or files, a malformed body)."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = "Bad request"
 
 
 class RequestInvalid(APIException):
@@ -35,6 +44,8 @@ def exception_handler(exc, context):
         exc = DatabaseUnavailable()
     elif isinstance(exc, RequestDataTooBig):
         exc = BodyTooLarge()
+    elif isinstance(exc, SuspiciousOperation):
+        exc = RequestRefused(refusal_text(exc))
     elif isinstance(exc, ParseError):
         exc = RequestInvalid([{"type": "json_invalid", "loc": ["body"], "msg": str(exc.detail), "input": None}])
     response = drf_exception_handler(exc, context)
@@ -45,3 +56,30 @@ def exception_handler(exc, context):
     for name, value in (getattr(exc, "headers", None) or {}).items():
         response[name] = value
     return response
+
+
+# Django's own error pages, for what never reaches a DRF view (an unrouted path, a refused request): JSON too.
+
+
+def refusal_text(exception) -> str:
+    if isinstance(exception, TooManyFieldsSent):
+        return f"Too many fields in the request (at most {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS})"
+    if isinstance(exception, TooManyFilesSent):
+        return f"Too many files in the request (at most {settings.DATA_UPLOAD_MAX_NUMBER_FILES})"
+    return RequestRefused.default_detail
+
+
+def bad_request(request, exception=None):
+    return JsonResponse({"detail": refusal_text(exception)}, status=400)
+
+
+def permission_denied(request, exception=None):
+    return JsonResponse({"detail": "Forbidden"}, status=403)
+
+
+def not_found(request, exception=None):
+    return JsonResponse({"detail": "Not Found"}, status=404)
+
+
+def server_error(request):
+    return JsonResponse({"detail": "Internal server error"}, status=500)

@@ -7,6 +7,7 @@ import datetime
 import redis
 from django.db import connection
 from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -33,11 +34,17 @@ def redis_answers() -> bool:
         return False
 
 
+class HealthSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ok", "unavailable"])
+    instantiated_at = serializers.DateTimeField(required=False)
+    detail = serializers.CharField(required=False, help_text="which of PostgreSQL and Redis does not answer")
+
+
 class HealthView(APIView):
     authentication_classes = []
     permission_classes = []
 
-    @extend_schema(responses={200: dict, 503: dict})
+    @extend_schema(responses={200: HealthSerializer, 503: HealthSerializer})
     def get(self, request):
         down = [name for name, ok in (("PostgreSQL", postgres_answers()), ("Redis", redis_answers())) if not ok]
         if down:

@@ -10,3 +10,8 @@ urlpatterns = [
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),
     path("", include("runs.urls")),
 ]
+
+handler400 = "agentos_project.exceptions.bad_request"
+handler403 = "agentos_project.exceptions.permission_denied"
+handler404 = "agentos_project.exceptions.not_found"
+handler500 = "agentos_project.exceptions.server_error"

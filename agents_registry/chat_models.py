@@ -15,6 +15,7 @@ from .context import PermanentRunError, RunContext
 from .tools import Tool
 
 SLEEP_PATTERN = re.compile(r"sleep=(\d+(?:\.\d+)?)")
+NUL_ESCAPE = "\\u0000"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +37,8 @@ class StubModel:
     """Waits `sleep=N` seconds named in the prompt (default 1), then streams an echo word by word.
 
     `explode` in the prompt raises after the wait; `delete` asks for `delete_temp_files` when that tool is offered.
+    The six characters `\\u0000` in the prompt are echoed as a NUL character (clients cannot send a real one), so
+    tests can see what happens to an answer PostgreSQL cannot store as it is.
     """
 
     id = "stub-model"
@@ -58,7 +61,8 @@ class StubModel:
                 id=f"call_{uuid.uuid4().hex[:12]}", name="delete_temp_files", arguments={"directory": "/tmp"}
             )
             return
-        answer = "done: tool result received" if answered_tool else f"echo: {prompt} (history: {turn} messages)"
+        echoed = prompt.replace(NUL_ESCAPE, "\x00")
+        answer = "done: tool result received" if answered_tool else f"echo: {echoed} (history: {turn} messages)"
         for index, word in enumerate(answer.split(" ")):
             yield word if index == 0 else f" {word}"
 

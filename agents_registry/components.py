@@ -6,7 +6,7 @@ import dataclasses
 
 from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, TEAM, WORKFLOW, event_name
-from .runloop import model_turn, run_agent
+from .runloop import member_turn, model_turn, run_agent
 from .tools import Tool
 
 
@@ -61,29 +61,38 @@ class Agent(Component):
 
 @dataclasses.dataclass(frozen=True)
 class Team(Component):
-    """Every member answers the message in turn; the team's answer is their answers, one per line."""
+    """A leader and its members, as AgentOS runs a team: the members answer the message first (their events are
+    member events, `RunStarted`/`RunContent`/`RunCompleted` with the member's `agent_id`), then the leader answers
+    it, seeing their answers. The team's content, and the turn its session keeps, is the leader's answer."""
 
+    leader: Agent = None
     members: tuple[Agent, ...] = ()
 
     kind = TEAM
 
     @property
     def model_info(self) -> tuple[str, str]:
-        return self.members[0].model_info
+        return self.leader.model_info
 
     def run(self, request: RunRequest, ctx: RunContext) -> RunResult:
-        ctx.emit(event_name(TEAM, "started"), {"members": [m.id for m in self.members]})
+        model = self.leader.model
+        ctx.emit(
+            event_name(TEAM, "started"),
+            {"model": model.id, "model_provider": model.provider, "members": [m.id for m in self.members]},
+        )
         messages = [{"role": "user", "content": request.message}]
         answers = []
         for member in self.members:
-            text, _ = model_turn(member.model, ctx.history + messages, (), ctx, TEAM)
+            answer = member_turn(member, ctx.history + messages, ctx)
             if ctx.cancelled():
-                return RunResult(RunResult.CANCELLED, "\n".join([*answers, text]), messages, ctx.session_state)
-            answers.append(text)
-        content = "\n".join(answers)
-        messages.append({"role": "assistant", "content": content})
-        ctx.emit(event_name(TEAM, "completed"), {"content": content})
-        return RunResult(RunResult.COMPLETED, content, messages, ctx.session_state)
+                return RunResult(RunResult.CANCELLED, "", messages, ctx.session_state)
+            answers.append({"role": "assistant", "name": member.id, "content": answer})
+        text, _ = model_turn(model, ctx.history + messages + answers, (), ctx, TEAM)
+        if ctx.cancelled():
+            return RunResult(RunResult.CANCELLED, text, messages, ctx.session_state)
+        messages.append({"role": "assistant", "content": text})
+        ctx.emit(event_name(TEAM, "completed"), {"content": text})
+        return RunResult(RunResult.COMPLETED, text, messages, ctx.session_state)
 
 
 @dataclasses.dataclass(frozen=True)

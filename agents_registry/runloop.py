@@ -7,15 +7,17 @@ from collections.abc import Sequence
 
 from .chat_models import ToolCall
 from .context import PermanentRunError, RunContext, RunRequest, RunResult
-from .events import event_name
+from .events import AGENT, event_name
 from .tools import Tool
 
 MAX_MODEL_TURNS = 10
 REJECTED = "The user rejected this tool call; it was not executed."
 
 
-def model_turn(model, messages: Sequence[dict], tools: Sequence[Tool], ctx: RunContext, kind: str):
-    """Stream one model answer, emitting a content event per chunk; returns (text, tool calls)."""
+def model_turn(
+    model, messages: Sequence[dict], tools: Sequence[Tool], ctx: RunContext, kind: str, fields: dict | None = None
+):
+    """Stream one model answer, emitting a content event per chunk (with `fields`); returns (text, tool calls)."""
     parts: list[str] = []
     calls: list[ToolCall] = []
     for piece in model.stream(messages, tools, ctx):
@@ -23,10 +25,21 @@ def model_turn(model, messages: Sequence[dict], tools: Sequence[Tool], ctx: RunC
             calls.append(piece)
             continue
         parts.append(piece)
-        ctx.emit(event_name(kind, "content"), {"content": piece, "content_type": "str"})
+        ctx.emit(event_name(kind, "content"), {"content": piece, "content_type": "str", **(fields or {})})
         if ctx.cancelled():
             break
     return "".join(parts), calls
+
+
+def member_turn(member, messages: Sequence[dict], ctx: RunContext) -> str:
+    """A team member's answer, as member events: the member's own agent events, naming it."""
+    member_fields = {"agent_id": member.id, "agent_name": member.name}
+    started = {"model": member.model.id, "model_provider": member.model.provider, **member_fields}
+    ctx.emit(event_name(AGENT, "started"), started)
+    text, _ = model_turn(member.model, messages, (), ctx, AGENT, member_fields)
+    if not ctx.cancelled():
+        ctx.emit(event_name(AGENT, "completed"), {"content": text, **member_fields})
+    return text
 
 
 def tool_execution(call: ToolCall, tool: Tool) -> dict:

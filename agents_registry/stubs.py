@@ -21,7 +21,8 @@ def stub_components() -> list:
     team = Team(
         id="stub-team",
         name="Stub Team",
-        description="Two stub members.",
+        description="A stub leader with two stub members; the team answers as its leader does.",
+        leader=Agent(id="stub-leader", name="Leader", model=model),
         members=(
             Agent(id="stub-member-1", name="Member 1", model=model),
             Agent(id="stub-member-2", name="Member 2", model=model),

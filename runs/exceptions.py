@@ -33,6 +33,19 @@ class IdempotencyKeyTooLong(APIException):
     default_detail = "Idempotency-Key must be at most 512 characters"
 
 
+class IdempotencyKeyInvalid(APIException):
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+
+
 class IdempotencyMismatch(APIException):
     status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
     default_detail = "Idempotency-Key was reused with a different request"
+
+
+class SessionNotYours(APIException):
+    """The session_id names a session another user, or another component, created."""
+
+    status_code = status.HTTP_409_CONFLICT
+
+    def __init__(self, session_id: str):
+        super().__init__(f"Session {session_id} belongs to another user or component; use a session_id of your own")

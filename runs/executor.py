@@ -8,6 +8,7 @@ from queueing.models import TicketStatus
 from queueing.shutdown import interrupted, interrupted_outcome
 
 from .execution import LegResult, run_leg
+from .jsonsafe import storable_text
 from .models import Run, RunStatus
 from .services import LEG_STATUS, run_end_unexecuted, run_record_leg, run_reset_pending, run_start
 
@@ -35,7 +36,8 @@ class RunExecutor:
         if interrupted() and (leg.result is None or leg.result.status == leg.result.CANCELLED):
             return interrupted_outcome()
         if leg.result is None:
-            return Outcome(TicketStatus.FAILED, error=leg.error, retryable=not leg.permanent, result=leg)
+            error = storable_text(leg.error)  # it lands in the ticket's error as well
+            return Outcome(TicketStatus.FAILED, error=error, retryable=not leg.permanent, result=leg)
         return Outcome(TICKET_STATUS[LEG_STATUS[leg.result.status]], result=leg)
 
     def settle(self, settlement: Settlement) -> None:

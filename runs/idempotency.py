@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from queueing.selectors import ticket_by_idempotency_key
 
-from .exceptions import IdempotencyConflict, IdempotencyMismatch
+from . import jsonsafe
+from .exceptions import IdempotencyConflict, IdempotencyKeyInvalid, IdempotencyKeyTooLong, IdempotencyMismatch
 from .submission import Accepted, Submission
 
 MAX_KEY_LENGTH = 512
@@ -19,6 +20,19 @@ RUN_STATUS = {
 OTHER_COMPONENT = (
     "Idempotency-Key was already used by a different component; reuse a key only to retry the identical submission"
 )
+
+
+def idempotency_key(header: str | None) -> str | None:
+    """The key a client sent in `Idempotency-Key`: None when empty; 422 when too long or not storable."""
+    key = (header or "").strip() or None
+    if key is None:
+        return None
+    if len(key) > MAX_KEY_LENGTH:
+        raise IdempotencyKeyTooLong()
+    reason = jsonsafe.text_problem(key)
+    if reason:
+        raise IdempotencyKeyInvalid(f"Idempotency-Key {reason}")
+    return key
 
 
 def idempotent_replay(submission: Submission) -> Accepted | None:

@@ -1,14 +1,38 @@
-"""Input validation for the runs API. Failures become 422 with FastAPI's field-error list (CONTRACT 3.1)."""
+"""Input validation for the runs API. Failures become 422 with FastAPI's field-error list (CONTRACT 3.1).
+
+Everything accepted here can be stored: strings without NUL or unpaired surrogates (DRF's CharField refuses
+both), JSON objects nested at most `jsonsafe.MAX_DEPTH` levels with finite numbers only (see `runs.jsonsafe`).
+"""
 
 from __future__ import annotations
 
 import json
 
+from django.core.files.uploadedfile import UploadedFile
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import empty
+from rest_framework.utils import html
 
 from agentos_project.exceptions import RequestInvalid
 
+from . import jsonsafe
 
+
+class StrictBooleanField(serializers.BooleanField):
+    """`true`/`false` (and DRF's other spellings). An empty form value is invalid rather than "not sent", and a
+    form that omits the field gets the field's default (DRF would read an omitted form boolean as false)."""
+
+    default_empty_html = empty
+
+    def get_value(self, dictionary):
+        if html.is_html_input(dictionary) and dictionary.get(self.field_name) == "":
+            return ""
+        return super().get_value(dictionary)
+
+
+@extend_schema_field(OpenApiTypes.OBJECT)
 class JSONObjectField(serializers.Field):
     """A JSON object, sent as a JSON string (form fields) or as an object (JSON bodies)."""
 
@@ -20,10 +44,13 @@ class JSONObjectField(serializers.Field):
                 return None
             try:
                 data = json.loads(data)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):
                 self.fail("invalid")
         if not isinstance(data, dict):
             self.fail("invalid")
+        reason = jsonsafe.problem(data)
+        if reason:
+            raise serializers.ValidationError(f"Value {reason}", code="invalid")
         return data
 
     def to_representation(self, value):
@@ -31,11 +58,11 @@ class JSONObjectField(serializers.Field):
 
 
 class SubmitSerializer(serializers.Serializer):
-    message = serializers.CharField(trim_whitespace=False)
+    message = serializers.CharField(trim_whitespace=False, min_length=1)
     session_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)
     user_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)
-    stream = serializers.BooleanField(required=False, default=True)
-    background = serializers.BooleanField(required=False, default=False)
+    stream = StrictBooleanField(required=False, default=True)
+    background = StrictBooleanField(required=False, default=False)
     session_state = JSONObjectField(required=False, allow_null=True, default=None)
     metadata = JSONObjectField(required=False, allow_null=True, default=None)
 
@@ -59,5 +86,15 @@ def validated(serializer_class, data, *, location: str) -> dict:
         for message in messages:
             kind = "missing" if message.code == "required" else message.code
             raw = data.get(name) if hasattr(data, "get") else None
-            errors.append({"type": kind, "loc": [location, name], "msg": str(message), "input": raw})
+            errors.append({"type": kind, "loc": [location, name], "msg": str(message), "input": _echo(raw)})
     raise RequestInvalid(errors)
+
+
+def _echo(raw):
+    """The refused input as it can be shown back: a file by its name, too deep a value not at all, unencodable
+    characters replaced."""
+    if isinstance(raw, UploadedFile):
+        return raw.name
+    if jsonsafe.too_deep(raw):
+        return None
+    return jsonsafe.storable(raw)

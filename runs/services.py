@@ -15,10 +15,11 @@ from queueing.exceptions import QueueFull
 from queueing.selectors import queue_is_full
 from queueing.tickets import ticket_accept
 
-from .exceptions import BackgroundNeedsStore, StreamingUnavailable
+from .exceptions import BackgroundNeedsStore, SessionNotYours, StreamingUnavailable
 from .execution import EventSink, LegResult, run_leg
 from .idempotency import idempotent_replay
 from .inprocess import InProcessRunner
+from .jsonsafe import storable
 from .models import AgentSession, Run, RunEvent, RunStatus
 from .submission import Accepted, Submission
 
@@ -30,18 +31,42 @@ LEG_STATUS = {
 }
 
 
+def session_claim(*, session_id: str, component_type: str, component_id: str, user_id: str | None) -> None:
+    """Create the session for this component and user, or make sure an existing one is theirs.
+
+    A session belongs to the component and user that created it; anyone else naming it gets `SessionNotYours`
+    (409) and never sees its history. One statement in the common case: the insert, or else the owner's row.
+    A row whose creator had not committed when the statement began is read again once that creator is done.
+    """
+    owner = (component_type, component_id, user_id)
+    claim = f"""
+        WITH inserted AS (
+            INSERT INTO {SESSIONS} (session_id, component_type, component_id, user_id, session_state, messages)
+            VALUES (%s, %s, %s, %s, '{{}}', '[]') ON CONFLICT (session_id) DO NOTHING
+            RETURNING component_type, component_id, user_id)
+        SELECT * FROM inserted
+        UNION ALL SELECT component_type, component_id, user_id FROM {SESSIONS} WHERE session_id = %s
+        LIMIT 1
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(claim, [session_id, *owner, session_id])
+        row = cursor.fetchone()
+        if row is None:
+            cursor.execute(
+                f"SELECT component_type, component_id, user_id FROM {SESSIONS} WHERE session_id = %s", [session_id]
+            )
+            row = cursor.fetchone()
+    if tuple(row) != owner:
+        raise SessionNotYours(session_id)
+
+
 def _create_run(submission: Submission, *, queued: bool) -> Run:
     component = submission.component
-    AgentSession.objects.bulk_create(
-        [
-            AgentSession(
-                session_id=submission.session_id,
-                component_type=component.kind,
-                component_id=component.id,
-                user_id=submission.user_id,
-            )
-        ],
-        ignore_conflicts=True,
+    session_claim(
+        session_id=submission.session_id,
+        component_type=component.kind,
+        component_id=component.id,
+        user_id=submission.user_id,
     )
     return Run.objects.create(
         run_id=uuid.uuid4(),
@@ -147,25 +172,27 @@ def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None
     """Write how a leg ended: run status and output, its stored events, the session's history and state.
 
     Runs inside the transaction that settles the ticket, fenced on `attempt`. `final` says an error ends the
-    run (ERROR, with a RunError event); otherwise the run waits for its retry (PENDING).
+    run (ERROR, with a RunError event); otherwise the run waits for its retry (PENDING). What the agent produced
+    is stored as `jsonsafe.storable` makes it (a NUL or an unpaired surrogate becomes U+FFFD).
     """
     sink, result = leg.sink, leg.result
     if result is None:
+        error = storable(leg.error)
         if final:
-            sink.emit(event_name(sink.run.component_type, "error"), {"content": leg.error})
+            sink.emit(event_name(sink.run.component_type, "error"), {"content": error})
         fields = {
             "status": RunStatus.ERROR if final else RunStatus.PENDING,
-            "content": leg.error,
+            "content": error,
             "completed_at": Now() if final else None,
         }
     else:
         status = LEG_STATUS[result.status]
         fields = {
             "status": status,
-            "content": result.content,
-            "metrics": result.metrics,
-            "tools": result.tools,
-            "run_messages": result.messages,
+            "content": storable(result.content),
+            "metrics": storable(result.metrics),
+            "tools": storable(result.tools),
+            "run_messages": storable(result.messages),
             "cancellation_stage": "EXECUTING" if status == RunStatus.CANCELLED else None,
             "completed_at": None if status == RunStatus.PAUSED else Now(),
         }
@@ -203,7 +230,7 @@ def _store_events(sink: EventSink) -> None:
             event_index=event["event_index"],
             attempt=sink.attempt,
             event=event["event"],
-            data=event,
+            data=storable(event),
         )
         for event in sink.stored
     )
@@ -215,5 +242,5 @@ def session_append(*, session_id: str, messages: list[dict], state: dict) -> Non
         cursor.execute(
             f"UPDATE {SESSIONS} SET messages = messages || %s::jsonb, session_state = %s::jsonb, "
             "updated_at = statement_timestamp() WHERE session_id = %s",
-            [json.dumps(messages), json.dumps(state), session_id],
+            [json.dumps(storable(messages)), json.dumps(storable(state)), session_id],
         )

@@ -14,11 +14,13 @@ from agentos_project.conf import current
 from agents_registry.registry import ComponentNotFound as RegistryMiss
 from agents_registry.registry import registry
 
-from .exceptions import ComponentNotFound, IdempotencyKeyTooLong, StreamingUnavailable
-from .idempotency import MAX_KEY_LENGTH
+from . import schemas
+from .exceptions import ComponentNotFound, StreamingUnavailable
+from .idempotency import idempotency_key
 from .selectors import run_get, run_to_wire, run_waiting_on
 from .serializers import PollQuerySerializer, SubmitSerializer, validated
-from .services import Submission, run_execute_inline, run_submit
+from .services import run_execute_inline, run_submit
+from .submission import Submission
 
 
 def component_or_404(kind: str, component_id: str):
@@ -31,13 +33,11 @@ def component_or_404(kind: str, component_id: str):
 class SubmitRunView(APIView):
     kind = "agent"
 
-    @extend_schema(request=SubmitSerializer, responses={202: dict, 200: dict})
+    @extend_schema(request=SubmitSerializer, responses=schemas.SUBMIT_RESPONSES)
     def post(self, request, component_id: str):
         component = component_or_404(self.kind, component_id)
         data = validated(SubmitSerializer, request.data, location="body")
-        key = request.headers.get("Idempotency-Key", "").strip() or None
-        if key is not None and len(key) > MAX_KEY_LENGTH:
-            raise IdempotencyKeyTooLong()
+        key = idempotency_key(request.headers.get("Idempotency-Key"))
         submission = Submission(
             component=component,
             message=data["message"],
@@ -61,7 +61,7 @@ class SubmitRunView(APIView):
 class RunDetailView(APIView):
     kind = "agent"
 
-    @extend_schema(parameters=[PollQuerySerializer], responses={200: dict})
+    @extend_schema(parameters=[PollQuerySerializer], responses=schemas.POLL_RESPONSES)
     def get(self, request, component_id: str, run_id: str):
         component_or_404(self.kind, component_id)
         query = validated(PollQuerySerializer, request.query_params, location="query")
@@ -72,7 +72,7 @@ class RunDetailView(APIView):
 class ComponentListView(APIView):
     kind = "agent"
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: schemas.ComponentSerializer(many=True)})
     def get(self, request):
         return Response([component.summary() for component in registry.of_kind(self.kind)])
 
@@ -80,13 +80,13 @@ class ComponentListView(APIView):
 class ComponentDetailView(APIView):
     kind = "agent"
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: schemas.ComponentSerializer, 404: schemas.refused("unknown component")})
     def get(self, request, component_id: str):
         return Response(component_or_404(self.kind, component_id).summary())
 
 
 class ConfigView(APIView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: schemas.ConfigSerializer})
     def get(self, request):
         conf = current().queue
         return Response(

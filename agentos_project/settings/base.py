@@ -102,7 +102,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_BODY_BYTES
 
 REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": [
-        "rest_framework.parsers.JSONParser",
+        "agentos_project.parsers.JSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
@@ -120,6 +120,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["agentos_project.auth.SecurityKeyPermission"],
+    "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "runs.models.RunStatus", "HealthStatusEnum": ["ok", "unavailable"]},
 }
 
 # Celery: the broker carries ticket ids only; PostgreSQL holds the truth, so results are not stored.

@@ -33,13 +33,29 @@ def test_agent_cancelled_before_answering_ends_cancelled(make_context):
     assert result.status == "cancelled"
 
 
-def test_team_runs_each_member_with_team_events(make_context, recorder):
-    result = registry.get("team", "stub-team").run(RunRequest(message="q sleep=0"), make_context())
+def test_a_teams_content_is_its_leaders_answer_and_members_speak_in_member_events(make_context, recorder):
+    history = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
 
-    assert result.status == "completed"
-    assert result.content == "echo: q sleep=0 (history: 0 messages)\necho: q sleep=0 (history: 0 messages)"
-    assert recorder.names[0] == "TeamRunStarted" and recorder.names[-1] == "TeamRunCompleted"
-    assert set(recorder.names[1:-1]) == {"TeamRunContent"}
+    result = registry.get("team", "stub-team").run(RunRequest(message="q sleep=0"), make_context(history))
+
+    assert (result.status, result.content) == ("completed", "echo: q sleep=0 (history: 2 messages)")
+    assert result.messages == [
+        {"role": "user", "content": "q sleep=0"},
+        {"role": "assistant", "content": "echo: q sleep=0 (history: 2 messages)"},
+    ], "the session keeps the team's turn, not the members'"
+    structural = [(name, fields.get("agent_id")) for name, fields in recorder.events if "Content" not in name]
+    assert structural == [
+        ("TeamRunStarted", None),
+        ("RunStarted", "stub-member-1"),
+        ("RunCompleted", "stub-member-1"),
+        ("RunStarted", "stub-member-2"),
+        ("RunCompleted", "stub-member-2"),
+        ("TeamRunCompleted", None),
+    ]
+    team_chunks = "".join(fields["content"] for name, fields in recorder.events if name == "TeamRunContent")
+    assert team_chunks == result.content
+    member_chunks = [fields for name, fields in recorder.events if name == "RunContent"]
+    assert {fields["agent_id"] for fields in member_chunks} == {"stub-member-1", "stub-member-2"}
 
 
 def test_workflow_feeds_each_step_the_previous_output(make_context, recorder):

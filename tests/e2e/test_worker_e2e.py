@@ -82,3 +82,19 @@ def test_duplicated_messages_execute_the_run_once(start_worker):
         assert (run.status, run.attempt, ticket.status, ticket.attempt) == ("COMPLETED", 1, "completed", 1)
         assert RunEvent.objects.filter(run_id=run_id, event="RunStarted").count() == 1
         assert len(re.findall(rf"ticket={run_id} session=\S+ status=running", worker.log())) == 1
+
+
+def test_an_answer_postgres_cannot_store_as_is_ends_at_once_and_its_successor_completes(start_worker):
+    start_worker(concurrency=2)
+    api = APIClient()
+    head = submit_background(api, "nul-e2e", "a \\u0000 b sleep=0")
+    successor = submit_background(api, "nul-e2e", "after sleep=0")
+
+    wait_all_finished([head, successor], timeout=10)
+
+    runs = {str(r.run_id): r for r in Run.objects.filter(pk__in=[head, successor])}
+    assert (runs[head].status, runs[head].content) == ("COMPLETED", "echo: a \ufffd b sleep=0 (history: 0 messages)")
+    assert (runs[successor].status, runs[successor].content) == (
+        "COMPLETED",
+        "echo: after sleep=0 (history: 2 messages)",
+    )

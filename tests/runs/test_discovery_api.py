@@ -93,6 +93,40 @@ def test_openapi_lists_every_endpoint(api):
         assert path in schema["paths"], path
 
 
+def test_openapi_describes_the_bodies_clients_send_and_receive(api):
+    schema = api.get("/openapi.json").json()
+    components = schema["components"]["schemas"]
+    submit = schema["paths"]["/agents/{component_id}/runs"]["post"]
+    poll = schema["paths"]["/agents/{component_id}/runs/{run_id}"]["get"]
+
+    request = components["Submit"]
+    assert set(submit["requestBody"]["content"]) == {
+        "application/json",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data",
+    }
+    assert request["required"] == ["message"]
+    assert (request["properties"]["session_state"]["type"], request["properties"]["metadata"]["type"]) == (
+        "object",
+        "object",
+    )
+    assert request["properties"]["stream"] == {"type": "boolean", "default": True}
+    assert {"202", "200", "404", "409", "413", "422", "429"} <= set(submit["responses"])
+    assert components["Accepted"]["required"] == ["run_id", "session_id", "status"]
+    assert set(poll["responses"]) == {"200", "404", "422"}
+    assert set(components["Run"]["required"]) == {
+        "run_id", "session_id", "status", "created_at", "input", "queue_attempt"
+    }  # fmt: skip
+    assert components["ValidationError"]["properties"]["detail"]["type"] == "array"
+    listing = schema["paths"]["/agents"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert listing["type"] == "array"
+    assert schema["components"]["securitySchemes"]["securityKey"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "AGENTOS_SECURITY_KEY, when one is set",
+    }
+
+
 def test_security_key_guards_every_endpoint_but_health(api):
     with with_conf("security", security_key="s3cret"):
         assert api.get("/health").status_code == 200

@@ -7,14 +7,15 @@ from django.db.models import F
 from django.test import override_settings
 
 from agentos_project.conf import current
-from agents_registry.chat_models import StubModel
+from agents_registry.chat_models import StubModel, ToolCall
 from agents_registry.components import Agent
 from agents_registry.registry import registry
+from agents_registry.tools import Tool
 from queueing.models import Ticket
 from queueing.sweeper import sweep_once
 from queueing.tickets import SWEEP_ERROR, RequeueResult, ticket_cancel, ticket_claim, ticket_requeue
 from queueing.worker import worker_execute
-from runs.models import Run, RunEvent
+from runs.models import AgentSession, Run, RunEvent
 
 from .conftest import accept_run
 
@@ -113,3 +114,50 @@ def test_one_turn_per_session_components_are_serialized_even_without_order(one_t
     assert [Ticket.objects.get(pk=t).serialized for t in (a, b, loose)] == [True, True, False]
     assert ticket_claim(ticket_id=a, worker_id="w", grace_seconds=60) is not None
     assert ticket_claim(ticket_id=b, worker_id="w", grace_seconds=60) is None
+
+
+def test_an_answer_with_a_nul_completes_with_it_replaced_and_the_session_moves_on(redis_db):
+    head = accept_run(session_id="nul-1", message="a \\u0000 b sleep=0")
+    successor = accept_run(session_id="nul-1", message="next sleep=0")
+
+    assert worker_execute(ticket_id=head) is True
+
+    run = Run.objects.get(pk=head)
+    assert (run.status, run.content) == ("COMPLETED", "echo: a \ufffd b sleep=0 (history: 0 messages)")
+    assert RunEvent.objects.get(run_id=head, event="RunCompleted").data["content"] == run.content
+    assert Run.objects.get(pk=successor).content == "echo: next sleep=0 (history: 2 messages)"
+
+
+class UnstorableModel:
+    """A model whose tool call, tool result, answer and session state hold what PostgreSQL refuses."""
+
+    id, provider = "unstorable", "test"
+
+    def stream(self, messages, tools, ctx):
+        if not any(m["role"] == "tool" for m in messages):
+            yield ToolCall(id="call_1", name="leak", arguments={"path": "x\x00"})
+            return
+        ctx.session_state["seen"] = "\ud800\x00"
+        yield "done \udfff"
+
+
+@pytest.fixture
+def unstorable_agent():
+    leak = Tool(name="leak", description="", parameters={}, function=lambda path: f"read {path}\x00")
+    agent = registry.register(Agent(id="unstorable", name="Unstorable", model=UnstorableModel(), tools=(leak,)))
+    yield agent
+    registry.unregister(agent.kind, agent.id)
+
+
+def test_nul_and_surrogates_in_tool_results_answers_and_state_are_stored_replaced(redis_db, unstorable_agent):
+    run_id = accept_run(session_id="nul-2", component="unstorable")
+
+    assert worker_execute(ticket_id=run_id) is True
+
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.content) == ("COMPLETED", "done \ufffd")
+    tool_done = RunEvent.objects.get(run_id=run_id, event="ToolCallCompleted").data
+    assert (tool_done["content"], tool_done["tool"]["tool_args"]) == ("read x\ufffd\ufffd", {"path": "x\ufffd"})
+    session = AgentSession.objects.get(pk="nul-2")
+    assert session.session_state == {"seen": "\ufffd\ufffd"}
+    assert session.messages[-1] == {"role": "assistant", "content": "done \ufffd"}

@@ -1,0 +1,112 @@
+"""What the runs API answers, described for `/openapi.json` (the views build these bodies; nothing here runs).
+
+So a schema-driven client or fuzzer sees the real shapes: the 202 body, the run body of CONTRACT 3.2, the
+summaries `/config` and the listings carry, and the `{"detail": ...}` of every refusal.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema_field
+from rest_framework import serializers
+
+from .models import RunStatus
+
+
+class AcceptedSerializer(serializers.Serializer):
+    run_id = serializers.UUIDField()
+    session_id = serializers.CharField()
+    status = serializers.ChoiceField(choices=RunStatus.choices)
+
+
+class RunInputSerializer(serializers.Serializer):
+    input_content = serializers.CharField()
+
+
+@extend_schema_field({"type": "array", "items": {"type": "object", "additionalProperties": True}})
+class ObjectListField(serializers.JSONField):
+    pass
+
+
+class RunSerializer(serializers.Serializer):
+    run_id = serializers.UUIDField()
+    session_id = serializers.CharField()
+    agent_id = serializers.CharField(required=False, help_text="for agents")
+    team_id = serializers.CharField(required=False, help_text="for teams")
+    workflow_id = serializers.CharField(required=False, help_text="for workflows")
+    status = serializers.ChoiceField(choices=RunStatus.choices)
+    created_at = serializers.IntegerField(help_text="seconds since the epoch")
+    input = RunInputSerializer()
+    queue_attempt = serializers.IntegerField()
+    content = serializers.CharField(required=False, help_text="the answer, or the error of an errored run")
+    events = ObjectListField(required=False, help_text="stored events (all but content chunks)")
+    metrics = serializers.DictField(required=False)
+    tools = ObjectListField(required=False, help_text="pending tool calls of a paused run")
+    cancellation_stage = serializers.ChoiceField(choices=["PENDING", "EXECUTING", "PAUSED"], required=False)
+    waiting_on = serializers.UUIDField(required=False, help_text="the run this one waits for in its session")
+    started_at = serializers.DateTimeField(required=False)
+    completed_at = serializers.DateTimeField(required=False)
+
+
+class ChatModelSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    provider = serializers.CharField()
+
+
+class ComponentSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    db_id = serializers.CharField(allow_null=True)
+    model = ChatModelSerializer()
+
+
+class QueueModeSerializer(serializers.Serializer):
+    durable = serializers.BooleanField()
+    queue_per_session = serializers.BooleanField()
+
+
+class ConfigSerializer(serializers.Serializer):
+    os_id = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    databases = serializers.ListField(child=serializers.CharField())
+    agents = ComponentSerializer(many=True)
+    teams = ComponentSerializer(many=True)
+    workflows = ComponentSerializer(many=True)
+    interfaces = serializers.ListField(child=serializers.CharField())
+    queue = QueueModeSerializer()
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+
+
+class FieldErrorSerializer(serializers.Serializer):
+    type = serializers.CharField()
+    loc = serializers.ListField(child=serializers.CharField())
+    msg = serializers.CharField()
+    input = serializers.JSONField(allow_null=True)
+
+
+class ValidationErrorSerializer(serializers.Serializer):
+    detail = FieldErrorSerializer(many=True)
+
+
+def refused(description: str) -> OpenApiResponse:
+    return OpenApiResponse(ErrorSerializer, description=description)
+
+
+INVALID = OpenApiResponse(ValidationErrorSerializer, description="a field or parameter is missing or malformed")
+SUBMIT_RESPONSES = {
+    202: OpenApiResponse(AcceptedSerializer, description="background=true, stream=false: accepted and committed"),
+    200: OpenApiResponse(RunSerializer, description="background=false: the run, executed inline"),
+    400: refused("the component has no store, or the request was malformed"),
+    404: refused("unknown component"),
+    409: refused("Idempotency-Key conflict, or a session that belongs to another user or component"),
+    413: refused("body over 1 MiB"),
+    422: INVALID,
+    429: refused("Job queue is full"),
+    501: refused("stream=true is not served by this version"),
+    503: refused("the database is unavailable"),
+}
+POLL_RESPONSES = {200: RunSerializer, 404: refused("Run not found"), 422: INVALID}

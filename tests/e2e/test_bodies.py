@@ -1,0 +1,97 @@
+"""Request bodies through the real ASGI server: chunked bodies are read, and no body beyond 1 MiB is kept."""
+
+import json
+import select
+import socket
+
+import psutil
+import pytest
+
+from runs.models import Run
+
+from ..conftest import wait_until
+
+pytestmark = pytest.mark.slow
+REFUSED = {"detail": "Request body exceeds the 1 MiB limit"}
+
+
+def web_process(serve) -> psutil.Process:
+    return next(p for p in psutil.Process(serve.pid).children() if "uvicorn" in " ".join(p.cmdline()))
+
+
+def raw_request(serve, head: str, body_chunks=(), *, chunked: bool = True) -> tuple[int, dict, int]:
+    """Send `head` then each chunk (chunked encoding) until the server answers; returns (status, body, sent)."""
+    with socket.create_connection(("127.0.0.1", serve.port), timeout=30) as sock:
+        sock.sendall(head.encode())
+        sent = 0
+        try:
+            for chunk in body_chunks:
+                if select.select([sock], [], [], 0)[0]:
+                    break  # the server has answered already
+                sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+                sent += len(chunk)
+            else:
+                if chunked:
+                    sock.sendall(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        response = b""
+        while b"\r\n\r\n" not in response or len(response.split(b"\r\n\r\n", 1)[1]) < _length(response):
+            data = sock.recv(65536)
+            if not data:
+                break
+            response += data
+    status_line, _, rest = response.partition(b"\r\n")
+    return int(status_line.split()[1]), json.loads(rest.split(b"\r\n\r\n", 1)[1]), sent
+
+
+def _length(response: bytes) -> int:
+    for line in response.split(b"\r\n\r\n", 1)[0].split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value)
+    return 0
+
+
+def head(serve, *, length: int | None = None) -> str:
+    size = f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked"
+    return (
+        f"POST /agents/stub-agent/runs HTTP/1.1\r\nHost: 127.0.0.1:{serve.port}\r\n"
+        f"Content-Type: application/json\r\n{size}\r\n\r\n"
+    )
+
+
+def test_a_chunked_submit_is_read_and_accepted(start_serve):
+    serve = start_serve()
+    body = json.dumps({"message": "chunked sleep=0", "session_id": "chunked-1", "background": True, "stream": False})
+    chunks = [body[:10].encode(), body[10:30].encode(), body[30:].encode()]
+
+    status, answer, _ = raw_request(serve, head(serve), chunks)
+
+    assert (status, answer["session_id"], answer["status"]) == (202, "chunked-1", "PENDING")
+    run = wait_until(lambda: Run.objects.filter(pk=answer["run_id"], status="COMPLETED").first(), timeout=20)
+    assert run.content == "echo: chunked sleep=0 (history: 0 messages)"
+
+
+def test_a_64_mib_chunked_body_is_refused_after_1_mib_with_server_memory_flat(start_serve):
+    serve = start_serve()
+    web = web_process(serve)
+    before = web.memory_info().rss
+    megabyte = b"x" * (1024 * 1024)
+
+    status, answer, sent = raw_request(serve, head(serve), (megabyte for _ in range(64)))
+
+    assert (status, answer) == (413, REFUSED)
+    assert sent < 64 * len(megabyte), "the server answered before the client finished"
+    assert web.memory_info().rss - before < 16 * 1024 * 1024
+    assert Run.objects.count() == 0
+    assert serve.get("/health")["status"] == "ok"
+
+
+def test_a_declared_length_over_1_mib_is_refused_before_the_body_is_sent(start_serve):
+    serve = start_serve()
+
+    status, answer, sent = raw_request(serve, head(serve, length=64 * 1024 * 1024), chunked=False)
+
+    assert (status, answer, sent) == (413, REFUSED, 0)
+    assert Run.objects.count() == 0
