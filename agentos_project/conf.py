@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from django.conf import settings
 
@@ -208,6 +208,25 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Age
         ),
         server=Server(host=env.text("AGENTOS_HOST", "127.0.0.1"), port=env.integer("AGENTOS_PORT", 7777, minimum=1)),
     )
+
+
+def database_settings(url: str) -> dict:
+    """Django's DATABASES entry for a postgres:// URL (host may also come from ?host=/socket/dir)."""
+    parts = urlsplit(url)
+    query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+    return {
+        "ENGINE": "agentos_project.postgres",
+        "NAME": unquote(parts.path.lstrip("/")) or "postgres",
+        "USER": unquote(parts.username or "postgres"),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": query.pop("host", parts.hostname or ""),
+        "PORT": str(parts.port or ""),
+        "OPTIONS": query,
+        # ASGI serves each request on a thread of its own: persistent connections would leak there.
+        # Celery workers raise this at start-up (queueing.lifecycle), where threads are reused.
+        "CONN_MAX_AGE": 0,
+        "CONN_HEALTH_CHECKS": True,
+    }
 
 
 def current() -> AgentOSSettings:

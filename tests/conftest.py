@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import redis
@@ -35,18 +36,32 @@ def wait_until(predicate: Callable[[], object], *, timeout: float, interval: flo
         time.sleep(interval)
 
 
+def database_url(settings: dict) -> str:
+    """The URL of the database a Django connection's settings name, password included."""
+    password = f":{quote(settings['PASSWORD'], safe='')}" if settings["PASSWORD"] else ""
+    return f"postgresql://{settings['USER']}{password}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
+
+
 def process_env(**overrides: str) -> dict[str, str]:
     """The environment of a worker or server the test starts: the test database and Redis, plus `overrides`."""
     settings = connection.settings_dict
     env = dict(os.environ)
     env.update(
         DJANGO_SETTINGS_MODULE="agentos_project.settings.test",
-        DATABASE_URL=f"postgresql://{settings['USER']}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}",
+        DATABASE_URL=database_url(settings),
         REDIS_URL=current().services.redis_url,
         CELERY_BROKER_URL=current().services.celery_broker_url,
         PYTHONUNBUFFERED="1",
     )
     env.update(overrides)
+    return env
+
+
+def embedded_env(**overrides: str) -> dict[str, str]:
+    """The environment of `make serve` as a new user runs it: development settings, no service URLs."""
+    env = {**process_env(**overrides), "DJANGO_SETTINGS_MODULE": "agentos_project.settings.base"}
+    for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL"):
+        env.pop(name, None)
     return env
 
 
@@ -179,8 +194,8 @@ class ServeProcess(ChildProcess):
 
     stop_signal = signal.SIGINT
 
-    def __init__(self, log_path: Path, env: dict[str, str]):
-        self.port = free_port()
+    def __init__(self, log_path: Path, env: dict[str, str], port: int | None = None):
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         super().__init__([sys.executable, "manage.py", "serve", "--port", str(self.port)], log_path, env)
 
@@ -209,8 +224,10 @@ def start_serve(transactional_db, redis_db, tmp_path):
     """Start `manage.py serve` processes against the test database; all are stopped before the tables are flushed."""
     served: list[ServeProcess] = []
 
-    def start(*, ready: bool = True, **env: str) -> ServeProcess:
-        serve = ServeProcess(tmp_path / f"serve{len(served) + 1}.log", process_env(**env))
+    def start(*, ready: bool = True, port: int | None = None, embedded: bool = False, **env: str) -> ServeProcess:
+        """`embedded`: without DATABASE_URL and REDIS_URL, as a new user runs it (the checkout's .run/)."""
+        environment = embedded_env(**env) if embedded else process_env(**env)
+        serve = ServeProcess(tmp_path / f"serve{len(served) + 1}.log", environment, port)
         served.append(serve)
         return serve.wait_ready() if ready else serve
 

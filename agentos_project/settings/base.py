@@ -7,9 +7,8 @@ start-up with one line that names the variable.
 import os
 import sys
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlsplit
 
-from agentos_project.conf import ConfigError, load
+from agentos_project.conf import ConfigError, database_settings, load
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 DEMO_AGENTS_DEFAULT = True
@@ -19,25 +18,6 @@ try:
 except ConfigError as error:
     sys.stderr.write(f"agentos: configuration error: {error}\n")
     raise SystemExit(2) from None
-
-
-def database_from_url(url: str) -> dict:
-    """Django's DATABASES entry for a postgres:// URL (host may also come from ?host=/socket/dir)."""
-    parts = urlsplit(url)
-    query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
-    return {
-        "ENGINE": "agentos_project.postgres",
-        "NAME": unquote(parts.path.lstrip("/")) or "postgres",
-        "USER": unquote(parts.username or "postgres"),
-        "PASSWORD": unquote(parts.password or ""),
-        "HOST": query.pop("host", parts.hostname or ""),
-        "PORT": str(parts.port or ""),
-        "OPTIONS": query,
-        # ASGI serves each request on a thread of its own: persistent connections would leak there.
-        # Celery workers raise this at start-up (agentos_project.celery), where threads are reused.
-        "CONN_MAX_AGE": 0,
-        "CONN_HEALTH_CHECKS": True,
-    }
 
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "agentos-development-key-not-for-production")
@@ -90,7 +70,7 @@ TEMPLATES = [
     }
 ]
 
-DATABASES = {"default": database_from_url(AGENTOS.services.database_url)}
+DATABASES = {"default": database_settings(AGENTOS.services.database_url)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 USE_TZ = True

@@ -3,10 +3,11 @@
 import datetime
 import time
 
+import psutil
 import pytest
 from rest_framework.test import APIClient
 
-from agentos_project.embedded import EmbeddedPostgres, EmbeddedRedis
+from agentos_project.embedded import EmbeddedRedis
 from queueing import router
 from runs.models import Run
 
@@ -49,9 +50,8 @@ def wait_status(serve, run_id, session_id, status, timeout):
 
 
 def test_submits_while_redis_is_down_are_accepted_and_run_once_redis_returns(start_serve, tmp_path):
-    url = f"redis://127.0.0.1:{free_port()}/0"
-    redis_server = EmbeddedRedis(tmp_path, url)
-    redis_server.start()
+    redis_server = EmbeddedRedis(tmp_path, f"redis://127.0.0.1:{free_port()}/0")
+    url = redis_server.start()
     try:
         serve = start_serve(REDIS_URL=url, CELERY_BROKER_URL=url, **FAST_SWEEP)
         redis_server.stop()
@@ -67,7 +67,7 @@ def test_submits_while_redis_is_down_are_accepted_and_run_once_redis_returns(sta
         assert poll(serve, *accepted[0])["status"] == "PENDING"
 
         redis_server = EmbeddedRedis(tmp_path, url)
-        redis_server.start()
+        assert redis_server.start() == url
         returned = time.monotonic()
         wait_until(
             lambda: Run.objects.filter(pk__in=[r for r, _ in accepted], status="COMPLETED").count() == 100,
@@ -81,57 +81,49 @@ def test_submits_while_redis_is_down_are_accepted_and_run_once_redis_returns(sta
         redis_server.stop()
 
 
-def test_postgres_down_answers_503_and_workers_carry_on_when_it_returns(start_serve, tmp_path):
-    database_url = f"postgresql://postgres@127.0.0.1:{free_port()}/agentos"
-    postgres = EmbeddedPostgres(tmp_path, database_url)
+def test_postgres_down_answers_503_and_workers_carry_on_when_it_returns(throwaway_postgres, start_serve):
+    postgres = throwaway_postgres
+    serve = start_serve(DATABASE_URL=postgres.url, **FAST_SWEEP)
+    children = {p.pid for p in psutil.Process(serve.pid).children()}
+    first = serve.submit("pg-1", "before sleep=0").json()
+    wait_status(serve, first["run_id"], "pg-1", "COMPLETED", timeout=20)
+
+    postgres.stop()
+    response = serve.submit("pg-2", "while down sleep=0")
+    assert response.status_code == 503
+    assert response.json() == {"detail": "Database unavailable; the run was not accepted, retry shortly"}
+
     postgres.start()
-    try:
-        serve = start_serve(DATABASE_URL=database_url, **FAST_SWEEP)
-        first = serve.submit("pg-1", "before sleep=0").json()
-        wait_status(serve, first["run_id"], "pg-1", "COMPLETED", timeout=20)
-
-        postgres.stop()
-        response = serve.submit("pg-2", "while down sleep=0")
-        assert response.status_code == 503
-        assert response.json() == {"detail": "Database unavailable; the run was not accepted, retry shortly"}
-
-        postgres.start()
-        again = wait_until(
-            lambda: (r := serve.submit("pg-2", "after sleep=0")).status_code == 202 and r.json(),
-            timeout=30,
-            interval=0.5,
-            what="submits to be accepted again",
-        )
-        body = wait_status(serve, again["run_id"], "pg-2", "COMPLETED", timeout=30)
-        assert body["content"] == "echo: after sleep=0 (history: 0 messages)"
-        assert serve.process.poll() is None, "nothing was restarted"
-    finally:
-        postgres.stop()
+    again = wait_until(
+        lambda: (r := serve.submit("pg-2", "after sleep=0")).status_code == 202 and r.json(),
+        timeout=30,
+        interval=0.5,
+        what="submits to be accepted again",
+    )
+    body = wait_status(serve, again["run_id"], "pg-2", "COMPLETED", timeout=30)
+    assert body["content"] == "echo: after sleep=0 (history: 0 messages)"
+    assert serve.process.poll() is None
+    assert {p.pid for p in psutil.Process(serve.pid).children()} == children, "no child died or was restarted"
 
 
-def test_a_run_that_ends_while_postgres_restarts_completes_and_hands_its_session_on(start_serve, tmp_path):
-    database_url = f"postgresql://postgres@127.0.0.1:{free_port()}/agentos"
-    postgres = EmbeddedPostgres(tmp_path, database_url)
+def test_a_run_that_ends_while_postgres_restarts_completes_and_hands_its_session_on(throwaway_postgres, start_serve):
+    postgres = throwaway_postgres
+    serve = start_serve(DATABASE_URL=postgres.url, **FAST_SWEEP)
+    head = serve.submit("restart-1", "head sleep=3").json()
+    successor = serve.submit("restart-1", "successor sleep=0").json()
+    running = wait_status(serve, head["run_id"], "restart-1", "RUNNING", timeout=20)
+    started = datetime.datetime.fromisoformat(running["started_at"]).timestamp()
+
+    postgres.stop()
+    time.sleep(max(0.0, started + 4 - time.time()))  # the agent ends (and settling fails) while it is down
     postgres.start()
-    try:
-        serve = start_serve(DATABASE_URL=database_url, **FAST_SWEEP)
-        head = serve.submit("restart-1", "head sleep=3").json()
-        successor = serve.submit("restart-1", "successor sleep=0").json()
-        running = wait_status(serve, head["run_id"], "restart-1", "RUNNING", timeout=20)
-        started = datetime.datetime.fromisoformat(running["started_at"]).timestamp()
+    returned = time.time()
 
-        postgres.stop()
-        time.sleep(max(0.0, started + 4 - time.time()))  # the agent ends (and settling fails) while it is down
-        postgres.start()
-        returned = time.time()
-
-        done = wait_status(serve, head["run_id"], "restart-1", "COMPLETED", timeout=30)
-        after = wait_status(serve, successor["run_id"], "restart-1", "COMPLETED", timeout=30)
-        completed = datetime.datetime.fromisoformat(done["completed_at"]).timestamp()
-        print(f"\nPostgreSQL back to the stranded run's completion: {completed - returned:.2f}s")
-        assert done["content"] == "echo: head sleep=3 (history: 0 messages)"
-        assert done["queue_attempt"] == 1
-        assert datetime.datetime.fromisoformat(after["started_at"]).timestamp() - returned < 1.0
-        assert after["content"] == "echo: successor sleep=0 (history: 2 messages)"
-    finally:
-        postgres.stop()
+    done = wait_status(serve, head["run_id"], "restart-1", "COMPLETED", timeout=30)
+    after = wait_status(serve, successor["run_id"], "restart-1", "COMPLETED", timeout=30)
+    completed = datetime.datetime.fromisoformat(done["completed_at"]).timestamp()
+    print(f"\nPostgreSQL back to the stranded run's completion: {completed - returned:.2f}s")
+    assert done["content"] == "echo: head sleep=3 (history: 0 messages)"
+    assert done["queue_attempt"] == 1
+    assert datetime.datetime.fromisoformat(after["started_at"]).timestamp() - returned < 1.0
+    assert after["content"] == "echo: successor sleep=0 (history: 2 messages)"

@@ -1,16 +1,40 @@
 """`python manage.py serve` (what `make serve` runs): web + worker + sweeper answer, run, replay the seed
-scenario for `manage.py demo`, and stop together on Ctrl-C."""
+scenario for `manage.py demo`, survive a dead child, refuse a second start, and stop together on Ctrl-C."""
 
 import io
+import re
 import signal
+import subprocess
+import sys
+import time
 
 import psutil
 import pytest
 from django.core.management import call_command
 
-from ..conftest import wait_until
+from agentos_project.embedded import FolderLock
+from queueing.tickets import SWEEP_ERROR
+
+from ..conftest import ROOT, embedded_env, free_port, process_env, wait_until
 
 pytestmark = pytest.mark.slow
+GRACE = {"AGENTOS_LOCK_GRACE_SECONDS": "3", "AGENTOS_POLL_INTERVAL": "0.5"}
+
+
+def children_named(serve, word: str) -> list[psutil.Process]:
+    return [p for p in psutil.Process(serve.pid).children() if word in " ".join(p.cmdline())]
+
+
+def wait_run(serve, run_id: str, session_id: str, statuses: tuple[str, ...], timeout: float) -> dict:
+    return wait_until(
+        lambda: (
+            (body := serve.get(f"/agents/stub-agent/runs/{run_id}", session_id=session_id))
+            and body["status"] in statuses
+            and body
+        ),
+        timeout=timeout,
+        what=f"run {run_id} to be {' or '.join(statuses)}",
+    )
 
 
 def test_serve_answers_health_runs_a_stub_run_and_stops_every_child_on_sigint(start_serve, tmp_path):
@@ -21,16 +45,7 @@ def test_serve_answers_health_runs_a_stub_run_and_stops_every_child_on_sigint(st
 
     accepted = serve.submit("srv", "served sleep=0")
     assert accepted.status_code == 202
-    run_id = accepted.json()["run_id"]
-    done = wait_until(
-        lambda: (
-            (body := serve.get(f"/agents/stub-agent/runs/{run_id}", session_id="srv"))
-            and body["status"] == "COMPLETED"
-            and body
-        ),
-        timeout=20,
-        what="the run to complete",
-    )
+    done = wait_run(serve, accepted.json()["run_id"], "srv", ("COMPLETED",), timeout=20)
     assert done["content"] == "echo: served sleep=0 (history: 0 messages)"
 
     out = io.StringIO()
@@ -45,3 +60,83 @@ def test_serve_answers_health_runs_a_stub_run_and_stops_every_child_on_sigint(st
     assert serve.process.wait(60) == 0
     _, alive = psutil.wait_procs(children, timeout=10)
     assert alive == []
+
+
+@pytest.mark.parametrize(("attempts", "ending"), [(1, "ERROR"), (2, "COMPLETED")])
+def test_a_worker_killed_under_serve_is_restarted_and_the_service_goes_on(start_serve, attempts, ending):
+    serve = start_serve(AGENTOS_MAX_ATTEMPTS=str(attempts), **GRACE)
+    victim = serve.submit("kill-serve", "victim sleep=5").json()["run_id"]
+    successor = serve.submit("kill-serve", "next sleep=0").json()["run_id"]
+    wait_run(serve, victim, "kill-serve", ("RUNNING",), timeout=20)
+    [worker] = children_named(serve, "celery")
+
+    worker.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    bystander = serve.submit("kill-serve-2", "bystander sleep=0").json()["run_id"]
+    while time.monotonic() - killed < 2:
+        assert serve.get("/health")["status"] == "ok", "the web server answers throughout"
+        time.sleep(0.2)
+    [replacement] = wait_until(
+        lambda: [p for p in children_named(serve, "celery") if p.pid != worker.pid], timeout=10, what="a new worker"
+    )
+    wait_run(serve, bystander, "kill-serve-2", ("COMPLETED",), timeout=20)
+    print(f"\nSIGKILL to the new worker's first run done: {time.monotonic() - killed:.2f}s")
+
+    run = wait_run(serve, victim, "kill-serve", ("ERROR", "COMPLETED"), timeout=20)
+    assert run["status"] == ending
+    if ending == "ERROR":
+        assert (run["content"], run["queue_attempt"]) == (SWEEP_ERROR, 1)
+    else:
+        assert (run["content"], run["queue_attempt"]) == ("echo: victim sleep=5 (history: 0 messages)", 2)
+    assert wait_run(serve, successor, "kill-serve", ("COMPLETED",), timeout=20)["status"] == "COMPLETED"
+    assert re.search(rf"worker \(pid {worker.pid}\) was killed by SIGKILL; restarting it in 1s", serve.log())
+    assert replacement.is_running() and serve.process.poll() is None
+
+
+def refusal(command_port: int, **env) -> subprocess.CompletedProcess:
+    command = [sys.executable, "manage.py", "serve", "--port", str(command_port)]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_a_second_serve_of_the_checkout_refuses_at_once_and_leaves_the_first_untouched(start_serve):
+    try:
+        FolderLock(ROOT / ".run").acquire().file.close()
+    except Exception:
+        pytest.skip("a serve of this checkout is running (it holds .run/)")
+    first = start_serve(embedded=True)
+
+    same_port = refusal(first.port, **embedded_env())
+    other_port = refusal(free_port(), **embedded_env())
+
+    assert same_port.returncode == 1
+    assert same_port.stdout == ""
+    assert same_port.stderr == (
+        f"agentos: cannot serve on 127.0.0.1:{first.port}: address already in use (is another agentos running?)\n"
+    )
+    assert other_port.returncode == 1
+    assert other_port.stderr == (
+        f"agentos: another agentos (pid {first.pid}) is using {ROOT / '.run'}; stop it first, "
+        "or set DATABASE_URL and REDIS_URL to run beside it\n"
+    )
+    assert first.get("/health")["status"] == "ok"
+    run_id = first.submit("after-refusals", "still here sleep=0").json()["run_id"]
+    assert wait_run(first, run_id, "after-refusals", ("COMPLETED",), timeout=20)["status"] == "COMPLETED"
+
+
+@pytest.mark.parametrize(
+    ("name", "url", "reason"),
+    [
+        ("DATABASE_URL", "postgresql://postgres:s3cret@127.0.0.1:{port}/agentos", "connection to server at"),
+        ("REDIS_URL", "redis://:s3cret@127.0.0.1:{port}/0", "Error 111 connecting to 127.0.0.1:{port}"),
+    ],
+)
+def test_an_unreachable_service_url_is_one_line_naming_it(name, url, reason):
+    port = free_port()
+    env = {**process_env(), name: url.format(port=port)}
+
+    result = refusal(free_port(), **env)
+
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    masked_url = url.format(port=port).replace(":s3cret@", ":***@")
+    assert result.stderr.startswith(f"agentos: cannot reach {name} {masked_url}: {reason.format(port=port)}")

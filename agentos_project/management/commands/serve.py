@@ -1,26 +1,34 @@
-"""`python manage.py serve`: web (ASGI) + worker + sweeper in the foreground, stopped together.
+"""`python manage.py serve`: web (ASGI) + worker + sweeper in the foreground, supervised, stopped together.
 
-Without DATABASE_URL / REDIS_URL it first starts the embedded PostgreSQL and Redis (agentos_project.embedded).
+Without DATABASE_URL / REDIS_URL it first starts the embedded PostgreSQL and Redis (agentos_project.embedded),
+holding `.run/` so that a second serve of the same checkout refuses instead of sharing or stopping them.
+Every refusal to start is one line on stderr and exit status 1.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
+import socket
 import sys
-import time
 
+import psycopg2
+import redis
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from agentos_project.conf import current
-from agentos_project.embedded import EmbeddedPostgres, EmbeddedRedis
+from agentos_project.conf import current, database_settings
+from agentos_project.embedded import EmbeddedError, EmbeddedPostgres, EmbeddedRedis, FolderLock, masked
+from agentos_project.supervisor import Supervisor
+
+
+class Refusal(Exception):
+    """Why serve will not start, in one line."""
 
 
 class Command(BaseCommand):
     help = "Start web + worker + sweeper (embedded PostgreSQL and Redis when none is configured)."
+    requires_system_checks = []
 
     def add_arguments(self, parser):
         server = current().server
@@ -31,17 +39,31 @@ class Command(BaseCommand):
         only.add_argument("--worker-only", action="store_true", help="run the worker and the sweeper only")
 
     def handle(self, *args, host: str, port: int, web_only: bool, worker_only: bool, **options):
-        embedded = self._start_embedded()
+        embedded = []
         try:
+            if not worker_only:
+                port_is_free(host, port)
+            embedded = self._start_embedded()
+            self._check_configured_services()
             call_command("migrate", interactive=False, verbosity=0)
-            children = self._start_children(host, port, web_only=web_only, worker_only=worker_only)
-            self.stdout.write(f"agentos serving on http://{host}:{port} ({', '.join(children)}); Ctrl-C stops it")
-            code = self._supervise(children)
+            commands = self._commands(host, port, web_only=web_only, worker_only=worker_only)
+            self.stdout.write(f"agentos serving on http://{host}:{port} ({', '.join(commands)}); Ctrl-C stops it")
+            supervisor = Supervisor(
+                commands,
+                env=self._child_env(embedded),
+                cwd=str(settings.BASE_DIR),
+                log=lambda line: self.stderr.write(f"agentos serve: {line}"),
+                stop_timeout=current().queue.stop_timeout_seconds + 5,
+            )
+            code = supervisor.run()
+        except (Refusal, EmbeddedError) as refusal:
+            self.stderr.write(f"agentos: {refusal}")
+            code = 1
         finally:
             for server in reversed(embedded):
                 server.stop()
         if code:
-            raise CommandError(f"a child process exited with {code}; everything was stopped", returncode=code)
+            sys.exit(code)
 
     def _start_embedded(self) -> list:
         root = settings.BASE_DIR / ".run"
@@ -50,13 +72,46 @@ class Command(BaseCommand):
             servers.append(EmbeddedPostgres(root))
         if "REDIS_URL" not in os.environ:
             servers.append(EmbeddedRedis(root))
-        for server in servers:
-            self.stdout.write(f"starting embedded {type(server).__name__[8:]} at {server.start()}")
-        return servers
+        if not servers:
+            return []
+        self._lock = FolderLock(root).acquire()
+        started = []
+        try:
+            for server in servers:
+                url = server.start()
+                started.append(server)
+                self.stdout.write(f"embedded {type(server).__name__[8:]} at {masked(url)}")
+                if isinstance(server, EmbeddedPostgres):  # this process migrates it, with its password
+                    settings.DATABASES["default"].update(database_settings(url))
+        except BaseException:
+            for server in reversed(started):
+                server.stop()
+            raise
+        return started
 
-    def _start_children(self, host: str, port: int, *, web_only: bool, worker_only: bool) -> dict:
+    def _check_configured_services(self) -> None:
+        """A DATABASE_URL or REDIS_URL that was given must answer now; one line names the one that does not."""
         services = current().services
-        env = {**os.environ, "DATABASE_URL": services.database_url, "REDIS_URL": services.redis_url}
+        if "DATABASE_URL" in os.environ:
+            try:
+                psycopg2.connect(services.database_url, connect_timeout=3).close()
+            except psycopg2.Error as error:
+                url = masked(services.database_url)
+                raise Refusal(f"cannot reach DATABASE_URL {url}: {first_line(error)}") from None
+        if "REDIS_URL" in os.environ:
+            try:
+                redis.Redis.from_url(services.redis_url, socket_connect_timeout=3, socket_timeout=3).ping()
+            except redis.RedisError as error:
+                url = masked(services.redis_url)
+                raise Refusal(f"cannot reach REDIS_URL {url}: {first_line(error)}") from None
+
+    def _child_env(self, embedded: list) -> dict:
+        env = dict(os.environ)
+        for server in embedded:
+            env["DATABASE_URL" if isinstance(server, EmbeddedPostgres) else "REDIS_URL"] = server.url
+        return env
+
+    def _commands(self, host: str, port: int, *, web_only: bool, worker_only: bool) -> dict[str, list[str]]:
         python = sys.executable
         commands = {}
         if not worker_only:
@@ -70,35 +125,21 @@ class Command(BaseCommand):
                 "--without-gossip", "--without-mingle",
             ]  # fmt: skip
             commands["sweeper"] = [python, str(settings.BASE_DIR / "manage.py"), "sweeper"]
-        return {
-            name: subprocess.Popen(command, env=env, cwd=settings.BASE_DIR, start_new_session=True)
-            for name, command in commands.items()
-        }
+        return commands
 
-    def _supervise(self, children: dict) -> int:
-        stopping = []
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda signum, frame: stopping.append(signum))
-        code = 0
-        while not stopping:
-            exited = {name: p.returncode for name, p in children.items() if p.poll() is not None}
-            if exited:
-                self.stderr.write(f"stopping everything: {exited} exited")
-                code = next(iter(exited.values())) or 1
-                break
-            time.sleep(0.2)
-        self._stop(children)
-        return code
 
-    def _stop(self, children: dict) -> None:
-        window = current().queue.stop_timeout_seconds + 5
-        for process in children.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + window
-        for process in children.values():
-            try:
-                process.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+def port_is_free(host: str, port: int) -> None:
+    probe = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        probe.bind((host, port))
+    except OSError as error:
+        reason = (error.strerror or str(error)).lower()
+        raise Refusal(f"cannot serve on {host}:{port}: {reason} (is another agentos running?)") from None
+    finally:
+        probe.close()
+
+
+def first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

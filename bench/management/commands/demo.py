@@ -37,5 +37,8 @@ class Command(BaseCommand):
         lanes = run_scenario(client, sleep=sleep)
         self.stdout.write(f"agentos demo: {title}\n{timeline(lanes)}")
         if png:
-            draw(lanes, png, title)
+            try:
+                draw(lanes, png, title)
+            except ImportError:
+                raise CommandError("--png needs matplotlib: make venv (requirements-dev.txt)") from None
             self.stdout.write(f"timeline drawn in {png}")

@@ -1,0 +1,68 @@
+"""The supervisor of `serve`, with real child processes: restarts with back-off, gives up on a child that keeps
+dying, and stops every child (and its process group) on a signal."""
+
+import os
+import re
+import signal
+import sys
+import threading
+import time
+
+import psutil
+
+from agentos_project.supervisor import Supervisor
+
+
+def supervisor(commands, lines, **options) -> Supervisor:
+    return Supervisor(commands, env=dict(os.environ), cwd=os.getcwd(), log=lines.append, stop_timeout=5, **options)
+
+
+def test_a_child_that_keeps_dying_is_restarted_with_doubling_back_off_then_everything_stops():
+    lines = []
+    flaky = [sys.executable, "-c", "raise SystemExit(3)"]
+    steady = [sys.executable, "-c", "import time; time.sleep(60)"]
+    watched = supervisor({"flaky": flaky, "steady": steady}, lines, first_backoff=0.1, max_backoff=0.3)
+
+    started = time.monotonic()
+    assert watched.run(handle_signals=False) == 1
+
+    assert time.monotonic() - started < 20
+    delays = [
+        float(d)
+        for d in re.findall(r"flaky \(pid \d+\) exited with status 3; restarting it in ([\d.]+)s", "\n".join(lines))
+    ]
+    assert delays == [0.1, 0.2, 0.3, 0.3], "doubling, capped"
+    assert len(re.findall(r"flaky restarted \(pid \d+\)", "\n".join(lines))) == 4
+    assert re.search(
+        r"flaky \(pid \d+\) exited with status 3, its 5th death within 60s; stopping everything", lines[-1]
+    )
+    steady_process = watched.children[1].process
+    assert steady_process.poll() == -signal.SIGTERM, "the others were stopped"
+
+
+def test_a_killed_child_is_restarted_and_a_stop_signal_ends_every_child_and_its_group():
+    lines = []
+    parent = [sys.executable, "-c", "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
+              "'import time; time.sleep(60)']); time.sleep(60)"]  # fmt: skip
+    watched = supervisor({"worker": parent}, lines)
+    runner = threading.Thread(target=lambda: lines.append(f"returned {watched.run(handle_signals=False)}"))
+    runner.start()
+    deadline = time.monotonic() + 10
+    while watched.children[0].process is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    first = watched.children[0].process
+    time.sleep(0.5)
+
+    first.send_signal(signal.SIGKILL)
+    while watched.children[0].process is first and time.monotonic() < deadline:
+        time.sleep(0.05)
+    second = watched.children[0].process
+    time.sleep(0.5)
+    grandchild = psutil.Process(second.pid).children()[0]
+    watched.request_stop()
+    runner.join(10)
+
+    assert f"worker (pid {first.pid}) was killed by SIGKILL; restarting it in 1s" in lines
+    assert f"worker restarted (pid {second.pid})" in lines
+    assert second.poll() == -signal.SIGTERM and lines[-1] == "returned 0"
+    assert not grandchild.is_running() or grandchild.status() == psutil.STATUS_ZOMBIE, "its process group too"
