@@ -45,8 +45,6 @@ def test_seed_scenario_three_runs_on_one_session_one_on_another(start_worker):
     assert runs[b].started_at >= runs[a].completed_at, "B starts when A ends"
     assert runs[c].started_at >= runs[b].completed_at, "C starts when B ends"
     assert runs[d].started_at < runs[a].completed_at, "D overlaps A"
-    assert abs((runs[d].started_at - runs[a].started_at).total_seconds()) < 0.5, "A and D start together"
-    assert (runs[b].started_at - runs[a].completed_at).total_seconds() < 0.5, "B is handed the session at once"
     assert runs[c].content == "echo: C sleep=1 (history: 4 messages)"
     assert "waiting_on" not in poll(api, b, "chat-1")
 

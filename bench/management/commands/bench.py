@@ -3,9 +3,10 @@
 from django.core.management.base import BaseCommand
 
 from bench import backlog as blocked_backlog
+from bench.demo import run_scenario
 from bench.harness import Client, Figure, accept_latency, drain, handoff, percentile
 
-SCENARIOS = ("accept", "drain", "handoff", "backlog", "order")
+SCENARIOS = ("accept", "drain", "handoff", "backlog", "order", "seed")
 
 
 class Command(BaseCommand):
@@ -94,3 +95,13 @@ class Command(BaseCommand):
             Figure("drain, per-session order off", "runs/s", off),
             Figure("order on / off", "ratio", [a / b for a, b in zip(on, off, strict=True)]),
         ]
+
+    def bench_seed(self, repeats, **_):
+        """The seed scenario (A, B, C on one session, D on another, 1 s each): how soon B follows A, how close
+        together A and D start."""
+        gaps, skews = [], []
+        for _ in range(repeats):
+            lanes = {lane.name: lane for lane in run_scenario(self.client, sleep=1.0)}
+            gaps.append((lanes["B"].started() - lanes["A"].ended()) * 1000)
+            skews.append(abs(lanes["D"].started() - lanes["A"].started()) * 1000)
+        return [Figure("seed: A end to B start", "ms", gaps), Figure("seed: A and D start apart", "ms", skews)]
