@@ -6,7 +6,8 @@ summaries `/config` and the listings carry, and the `{"detail": ...}` of every r
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema_field
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema_field
 from rest_framework import serializers
 
 from .models import RunStatus
@@ -81,15 +82,34 @@ class ErrorSerializer(serializers.Serializer):
     detail = serializers.CharField()
 
 
-class FieldErrorSerializer(serializers.Serializer):
-    type = serializers.CharField()
-    loc = serializers.ListField(child=serializers.CharField())
-    msg = serializers.CharField()
-    input = serializers.JSONField(allow_null=True)
+FIELD_ERROR = {
+    "type": "object",
+    "properties": {
+        "type": {"type": "string"},
+        "loc": {"type": "array", "items": {"type": "string"}},
+        "msg": {"type": "string"},
+        "input": {"nullable": True},
+    },
+    "required": ["type", "loc", "msg", "input"],
+}
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "array", "items": FIELD_ERROR},
+            {"type": "string", "description": "an Idempotency-Key refusal"},
+        ]
+    }
+)
+class FieldErrorsField(serializers.JSONField):
+    pass
 
 
 class ValidationErrorSerializer(serializers.Serializer):
-    detail = FieldErrorSerializer(many=True)
+    """FastAPI's list of field errors; or, for an Idempotency-Key refusal (CONTRACT 7, 14), its text."""
+
+    detail = FieldErrorsField()
 
 
 def refused(description: str) -> OpenApiResponse:
@@ -97,6 +117,12 @@ def refused(description: str) -> OpenApiResponse:
 
 
 INVALID = OpenApiResponse(ValidationErrorSerializer, description="a field or parameter is missing or malformed")
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    description="at most 512 characters; a retried submit with the same key returns the original run (CONTRACT 7)",
+)
 SUBMIT_RESPONSES = {
     202: OpenApiResponse(AcceptedSerializer, description="background=true, stream=false: accepted and committed"),
     200: OpenApiResponse(RunSerializer, description="background=false: the run, executed inline"),

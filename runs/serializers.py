@@ -46,6 +46,8 @@ class JSONObjectField(serializers.Field):
                 data = json.loads(data)
             except (ValueError, RecursionError):
                 self.fail("invalid")
+            if data is None:  # a form's JSON `null`, as a JSON body's null
+                return None
         if not isinstance(data, dict):
             self.fail("invalid")
         reason = jsonsafe.problem(data)

@@ -33,7 +33,7 @@ def component_or_404(kind: str, component_id: str):
 class SubmitRunView(APIView):
     kind = "agent"
 
-    @extend_schema(request=SubmitSerializer, responses=schemas.SUBMIT_RESPONSES)
+    @extend_schema(request=SubmitSerializer, parameters=[schemas.IDEMPOTENCY_KEY], responses=schemas.SUBMIT_RESPONSES)
     def post(self, request, component_id: str):
         component = component_or_404(self.kind, component_id)
         data = validated(SubmitSerializer, request.data, location="body")

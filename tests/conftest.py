@@ -7,11 +7,14 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
+import psycopg2
 import pytest
 import redis
 import requests
@@ -40,6 +43,31 @@ def database_url(settings: dict) -> str:
     """The URL of the database a Django connection's settings name, password included."""
     password = f":{quote(settings['PASSWORD'], safe='')}" if settings["PASSWORD"] else ""
     return f"postgresql://{settings['USER']}{password}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
+
+
+def in_threads(count: int, work: Callable[[int], object]) -> list:
+    """Run `work(i)` on `count` threads released together; each thread has its own database connection."""
+    barrier = threading.Barrier(count)
+
+    def run(index):
+        try:
+            barrier.wait()
+            return work(index)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(count) as pool:
+        return list(pool.map(run, range(count)))
+
+
+def terminate_backend(pid: int) -> None:
+    """Kill one PostgreSQL backend from another connection, as a server restart kills every one."""
+    admin = psycopg2.connect(**connection.get_connection_params())
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+    finally:
+        admin.close()
 
 
 def process_env(**overrides: str) -> dict[str, str]:

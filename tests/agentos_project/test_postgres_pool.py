@@ -2,9 +2,10 @@
 
 import threading
 
-import psycopg2
 import pytest
 from django.db import connection
+
+from ..conftest import terminate_backend
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,13 +38,7 @@ def test_a_closed_connection_is_reused_by_the_next_thread():
 
 def test_a_connection_killed_while_idle_is_replaced_not_handed_out():
     first = on_a_new_thread(backend_pid)
-    params = connection.get_connection_params()
-    admin = psycopg2.connect(**params)
-    try:
-        with admin.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(%s)", [first])
-    finally:
-        admin.close()
+    terminate_backend(first)
 
     second = on_a_new_thread(backend_pid)
 

@@ -1,35 +1,18 @@
 """Races proved with real, separate database connections (one per thread)."""
 
 import dataclasses
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from django.db import connection
 
 from agentos_project.conf import current
 from queueing.exceptions import QueueFull
 from queueing.models import Ticket
 from queueing.sweeper import sweep_once
 
+from ..conftest import in_threads
 from .conftest import accept, backdate, claim, finish
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def in_threads(count: int, work):
-    """Run `work(i)` on `count` threads released together; each thread has its own connection."""
-    barrier = threading.Barrier(count)
-
-    def run(index):
-        try:
-            barrier.wait()
-            return work(index)
-        finally:
-            connection.close()
-
-    with ThreadPoolExecutor(count) as pool:
-        return list(pool.map(run, range(count)))
 
 
 def test_concurrent_claims_of_one_ticket_have_one_winner():

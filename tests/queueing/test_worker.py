@@ -2,7 +2,6 @@
 
 import datetime
 
-import psycopg2
 import pytest
 from django.db import connection, transaction
 from django.utils import timezone
@@ -12,6 +11,7 @@ from queueing.executor import Outcome
 from queueing.tickets import ticket_finish, ticket_retry
 from queueing.worker import settle_attempt, worker_execute
 
+from ..conftest import terminate_backend
 from .conftest import BROKER_QUEUE, accept, broker_messages, claim, snapshot
 
 
@@ -143,16 +143,6 @@ def test_settling_survives_a_connection_killed_while_the_attempt_ran(redis_db, e
     assert snapshot(head)["status"] == "completed"
     assert (next_claim.ticket_id, snapshot(successor)["status"]) == (successor, "running")
     assert executor.settled(head) == [("completed", 1, None)]
-
-
-def terminate_backend(pid: int) -> None:
-    params = connection.get_connection_params()
-    admin = psycopg2.connect(**params)
-    try:
-        with admin.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
-    finally:
-        admin.close()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,9 +1,6 @@
 """Idempotency-Key (CONTRACT 7): replays, refusals with their exact texts, scope, and the concurrent race."""
 
-import threading
-
 import pytest
-from django.db import connection
 from django.test import override_settings
 from rest_framework.test import APIClient
 
@@ -12,6 +9,7 @@ from queueing.models import Ticket
 from queueing.worker import worker_execute
 from runs.models import Run
 
+from ..conftest import in_threads
 from .conftest import row_counts
 
 OTHER_COMPONENT = (
@@ -140,22 +138,7 @@ def test_idempotency_is_checked_before_queue_depth(api):
 
 @pytest.mark.django_db(transaction=True)
 def test_twenty_concurrent_identical_submits_make_one_run():
-    barrier = threading.Barrier(20)
-    answers = []
-
-    def client():
-        try:
-            api = APIClient()
-            barrier.wait()
-            answers.append(submit(api, "race-key", session_id="s-race"))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=client) for _ in range(20)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    answers = in_threads(20, lambda i: submit(APIClient(), "race-key", session_id="s-race"))
 
     assert [a.status_code for a in answers] == [202] * 20
     assert len({a.json()["run_id"] for a in answers}) == 1

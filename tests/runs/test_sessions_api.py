@@ -1,14 +1,12 @@
 """A session belongs to the component and user that created it (its history is theirs alone)."""
 
-import threading
-
 import pytest
-from django.db import connection
 from rest_framework.test import APIClient
 
 from queueing.worker import worker_execute
 from runs.models import AgentSession, Run
 
+from ..conftest import in_threads
 from .conftest import row_counts, submit
 
 pytestmark = pytest.mark.django_db
@@ -59,24 +57,13 @@ def test_the_owner_goes_on_with_its_history(api, anas_session):
 
 @pytest.mark.django_db(transaction=True)
 def test_racing_creators_of_one_session_get_one_owner():
-    barrier, answers = threading.Barrier(10), {}
+    def client(number: int) -> tuple[str, int]:
+        user = "ana" if number % 2 else "bob"
+        return user, submit(APIClient(), message="hi", session_id="contested", user_id=user).status_code
 
-    def client(number: int):
-        try:
-            api = APIClient()
-            barrier.wait()
-            user = "ana" if number % 2 else "bob"
-            answers[number] = (user, submit(api, message="hi", session_id="contested", user_id=user).status_code)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=client, args=(n,)) for n in range(10)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    answers = in_threads(10, client)
 
     owner = AgentSession.objects.get(pk="contested").user_id
-    assert {status for user, status in answers.values() if user == owner} == {202}
-    assert {status for user, status in answers.values() if user != owner} == {409}
+    assert {status for user, status in answers if user == owner} == {202}
+    assert {status for user, status in answers if user != owner} == {409}
     assert set(Run.objects.values_list("user_id", flat=True)) == {owner}

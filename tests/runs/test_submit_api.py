@@ -1,7 +1,6 @@
 """POST {prefix}/runs (CONTRACT 3.1): accepted submissions, field by field, and every refusal writing nothing."""
 
 import json
-import threading
 import uuid
 
 import psycopg2
@@ -15,6 +14,7 @@ from queueing import router
 from queueing.models import Ticket
 from runs.models import AgentSession, Run
 
+from ..conftest import in_threads
 from .conftest import submit
 
 pytestmark = pytest.mark.django_db
@@ -147,22 +147,22 @@ def test_inline_run_answers_the_run_body_and_is_not_queued(api):
 
 @pytest.mark.django_db(transaction=True)
 def test_forty_parallel_submits_to_a_queue_of_five_get_exactly_five_202s(redis_db):
-    barrier, answers = threading.Barrier(40), []
-
-    def client(number: int):
-        try:
-            api = APIClient()
-            barrier.wait()
-            answers.append(submit(api, message=f"run {number}", session_id=f"depth-{number}").status_code)
-        finally:
-            connection.close()
+    def client(number: int) -> int:
+        return submit(APIClient(), message=f"run {number}", session_id=f"depth-{number}").status_code
 
     with override_settings(AGENTOS=current().replace("queue", max_queue_depth=5)):
-        threads = [threading.Thread(target=client, args=(n,)) for n in range(40)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        answers = in_threads(40, client)
 
     assert sorted(answers) == [202] * 5 + [429] * 35
     assert (Run.objects.count(), Ticket.objects.filter(status="queued").count()) == (5, 5)
+
+
+@pytest.mark.parametrize("fmt", ["multipart", "json"])
+def test_a_null_json_field_is_no_value(api, fmt):
+    null = "null" if fmt == "multipart" else None
+
+    response = submit(api, fmt=fmt, message="hi", session_state=null, metadata=null)
+
+    assert response.status_code == 202
+    run = Run.objects.get(pk=response.json()["run_id"])
+    assert (run.session_state_input, run.metadata) == (None, None)
