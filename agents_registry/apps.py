@@ -1,13 +1,13 @@
 from django.apps import AppConfig
 
+from agentos_project.conf import current
+
+from .loading import register_configured_components
+
 
 class AgentsRegistryConfig(AppConfig):
     name = "agents_registry"
     verbose_name = "Agents registry"
 
     def ready(self) -> None:
-        from agentos_project.conf import current
-
-        from . import loading
-
-        loading.register_configured_components(current().agents)
+        register_configured_components(current().agents)

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from queueing import router, shutdown
 from queueing.executor import Outcome
+from queueing.models import Ticket
 from queueing.tickets import ticket_finish, ticket_retry
 from queueing.worker import settle_attempt, worker_execute
 
@@ -79,8 +80,6 @@ def test_an_executor_that_raises_is_retried_with_budget_then_fails(redis_db, exe
 
 
 def ticket_retry_now(ticket_id: str) -> None:
-    from queueing.models import Ticket
-
     Ticket.objects.filter(pk=ticket_id).update(available_at=timezone.now() - datetime.timedelta(seconds=1))
 
 
