@@ -23,6 +23,14 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
+def masked(url: str) -> str:
+    """`url` with its password replaced by ***, for logs."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")).geturl()
+
+
 class ConfigError(ValueError):
     """A setting has a value agentos refuses; the message names the variable and the rule."""
 
@@ -152,7 +160,7 @@ class _Reader:
         value = self.text(name, default)
         parts = urlsplit(value)
         if parts.scheme not in schemes or not (parts.netloc or parts.path):
-            raise ConfigError(f"{name} must be a URL with scheme {' or '.join(schemes)} (got {value!r})")
+            raise ConfigError(f"{name} must be a URL with scheme {' or '.join(schemes)} (got {masked(value)!r})")
         return value
 
 
@@ -214,6 +222,7 @@ def database_settings(url: str) -> dict:
     """Django's DATABASES entry for a postgres:// URL (host may also come from ?host=/socket/dir)."""
     parts = urlsplit(url)
     query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+    query.setdefault("connect_timeout", "5")  # an unreachable host must not hold a settle or a request for minutes
     return {
         "ENGINE": "agentos_project.postgres",
         "NAME": unquote(parts.path.lstrip("/")) or "postgres",

@@ -46,14 +46,6 @@ class EmbeddedError(RuntimeError):
     """An embedded server could not be started or held; the message is the one line `serve` prints."""
 
 
-def masked(url: str) -> str:
-    """`url` with its password replaced by ***, for logs."""
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")).geturl()
-
-
 def secret(path: Path) -> str:
     """The password kept in `path`, generated (and written with mode 0600) the first time."""
     with contextlib.suppress(FileNotFoundError):
@@ -261,8 +253,9 @@ class EmbeddedRedis:
             return self.url  # left running by an earlier start of this folder
         config = f'requirepass {self.password}\nbind 127.0.0.1\nport {self.port}\nsave ""\nappendonly no\n'
         config_path = self.dir / "redis.conf"
-        config_path.write_text(config)
-        config_path.chmod(0o600)
+        config_path.unlink(missing_ok=True)
+        with os.fdopen(os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
+            file.write(config)  # it holds the password: readable by its owner only, from the first byte
         log = open(self.dir / "redis.log", "ab")  # noqa: SIM115 - the child owns it for its life
         self.process = subprocess.Popen(
             [self.binary(), str(config_path), "--dir", str(self.dir)], stdout=log, stderr=subprocess.STDOUT

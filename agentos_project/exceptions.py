@@ -9,6 +9,12 @@ from rest_framework.exceptions import APIException, ParseError
 from rest_framework.views import exception_handler as drf_exception_handler
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of an error's text (its class name when it has none), for one-line messages."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 class BodyTooLarge(APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_detail = "Request body exceeds the 1 MiB limit"

@@ -14,7 +14,8 @@ from agentos_project.conf import current
 
 from . import shutdown
 from .heartbeat import Heartbeat
-from .worker import active_claims, settle_attempt, worker_identity
+from .settle import settle_attempt
+from .worker import active_claims, worker_identity
 
 
 def keep_worker_connections(**_kwargs) -> None:

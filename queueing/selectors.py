@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import connection
 
+from .executor import Claim
 from .models import Ticket, TicketStatus
 
 
@@ -44,3 +45,18 @@ def ticket_waiting_on(*, ticket_id) -> str | None:
         )
         row = cursor.fetchone()
     return str(row[0]) if row else None
+
+
+def ticket_running_for(*, worker_id: str, session_id: str, exclude: set[str]) -> Claim | None:
+    """A ticket of `session_id` running under `worker_id` that this process is not running (`exclude`): the one a
+    settling commit claimed for it as a hand-off, when the commit's answer was lost. None if there is none."""
+    row = (
+        Ticket.objects.filter(session_id=session_id, status=TicketStatus.RUNNING, locked_by=worker_id)
+        .exclude(pk__in=exclude)
+        .values_list("pk", "attempt", "max_attempts", "payload")
+        .first()
+    )
+    if row is None:
+        return None
+    ticket_id, attempt, max_attempts, payload = row
+    return Claim(str(ticket_id), attempt, max_attempts, worker_id, session_id, payload)

@@ -61,10 +61,9 @@ def begin(*, active_claims, settle, exit_process=os._exit) -> threading.Thread:
         deadline = time.monotonic() + min(2.0, max(0.0, conf.lock_grace_seconds - conf.stop_timeout_seconds - 0.5))
         while active_claims.snapshot() and time.monotonic() < deadline:
             time.sleep(0.05)
-        stuck = active_claims.claims()
-        if not stuck:
+        if not active_claims.snapshot():
             return
-        for claim in stuck:
+        for claim in active_claims.executing():  # one already settling keeps its own outcome (or is swept)
             log.warning("ticket=%s attempt=%s did not stop; settled as interrupted", claim.ticket_id, claim.attempt)
             settle(claim, interrupted_outcome())
         router.publisher.flush(2)

@@ -7,19 +7,16 @@ import logging
 import os
 import socket
 import threading
-import time
 import uuid
-
-from django.db import InterfaceError, OperationalError, connection
 
 from agentos_project.conf import current
 
 from . import router, shutdown
 from .executor import Claim, Outcome, get_executor
 from .models import TicketStatus
-from .retry import backoff_delay
 from .selectors import ticket_seconds_until_available
-from .tickets import ticket_claim, ticket_finish, ticket_retry
+from .settle import settle_attempt
+from .tickets import ticket_claim
 
 log = logging.getLogger("agentos.queue")
 
@@ -36,27 +33,39 @@ def worker_identity() -> str:
 
 
 class ActiveClaims:
-    """The attempts this process is executing now; the heartbeat refreshes exactly these leases."""
+    """The attempts this process holds now, executing or settling; the heartbeat refreshes exactly these leases."""
 
     def __init__(self) -> None:
         self._claims: dict[tuple[str, int], Claim] = {}
+        self._settling: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
 
     def add(self, claim: Claim) -> None:
         with self._lock:
             self._claims[(claim.ticket_id, claim.attempt)] = claim
 
+    def settling(self, claim: Claim) -> None:
+        """The attempt's work is done; only its outcome is being recorded (a shutdown must not interrupt it)."""
+        with self._lock:
+            self._settling.add((claim.ticket_id, claim.attempt))
+
     def discard(self, claim: Claim) -> None:
         with self._lock:
             self._claims.pop((claim.ticket_id, claim.attempt), None)
+            self._settling.discard((claim.ticket_id, claim.attempt))
 
     def snapshot(self) -> list[tuple[str, int]]:
         with self._lock:
             return list(self._claims)
 
-    def claims(self) -> list[Claim]:
+    def ticket_ids(self) -> set[str]:
         with self._lock:
-            return list(self._claims.values())
+            return {ticket_id for ticket_id, _ in self._claims}
+
+    def executing(self) -> list[Claim]:
+        """The attempts still running their job (not yet settling)."""
+        with self._lock:
+            return [claim for key, claim in self._claims.items() if key not in self._settling]
 
 
 active_claims = ActiveClaims()
@@ -121,104 +130,10 @@ def execute_claim(claim: Claim, *, hand_off: bool = False) -> Claim | None:
         except Exception as error:
             log.exception("ticket=%s executor raised", claim.ticket_id)
             outcome = Outcome(TicketStatus.FAILED, error=str(error) or type(error).__name__, retryable=True)
-        return settle_attempt(claim, outcome, hand_off=hand_off)
+        active_claims.settling(claim)
+        return settle_attempt(claim, outcome, hand_off=hand_off, busy=active_claims.ticket_ids)
     finally:
         active_claims.discard(claim)
-
-
-def settle_attempt(
-    claim: Claim, outcome: Outcome, *, hand_off: bool = False, patience: float | None = None
-) -> Claim | None:
-    """Record how the attempt ended, whatever the database does meanwhile; returns the handed-off successor's claim.
-
-    Whether to hand off is decided here, at the end: a worker that began draining while the attempt ran
-    publishes the successor instead of claiming it. The database going away (a restart killed the
-    connection, an outage) is waited out: the settle is retried on a fresh connection with back-off (0.1 s
-    doubling to 1 s) for `patience` seconds (default: the lease grace, after which the sweeper owns the ticket).
-    An outcome the database refuses to store is replaced by a permanent failure that says why, so the run
-    ends visibly as ERROR instead of staying `running` without a heartbeat.
-    """
-    wait = _Backoff(current().queue.lock_grace_seconds if patience is None else patience)
-    fresh_failures, replaced = 0, False
-    while True:
-        try:
-            return _settle_once(claim, outcome, hand_off=hand_off and not shutdown.draining())
-        except (OperationalError, InterfaceError) as error:
-            connection.close()
-            if not database_answers():
-                if wait.sleep():
-                    log.warning("ticket=%s attempt=%s settle failed, retrying: %s", *_ids(claim)[::2], error)
-                    continue
-                log.error(
-                    "ticket=%s attempt=%s not settled: database away too long; left to the sweeper", *_ids(claim)[::2]
-                )
-                return None
-            fresh_failures += 1
-            if fresh_failures == 1:  # the old connection died (a restart); a fresh one should do
-                continue
-            failure = error
-        except Exception as error:  # refused (a value it cannot store): the transaction rolled back, the link is fine
-            failure = error
-        if replaced:
-            log.error("ticket=%s attempt=%s not settled; left to the sweeper", *_ids(claim)[::2], exc_info=failure)
-            return None
-        log.error("ticket=%s attempt=%s outcome refused by the database", *_ids(claim)[::2], exc_info=failure)
-        outcome, replaced, fresh_failures = Outcome(TicketStatus.FAILED, error=_refused_text(failure)), True, 0
-
-
-def _refused_text(error: Exception) -> str:
-    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return f"Run outcome could not be stored: {reason}"
-
-
-def _settle_once(claim: Claim, outcome: Outcome, *, hand_off: bool) -> Claim | None:
-    """One try at settling: retry with backoff when it failed retryably with budget left, else finish.
-
-    A fenced attempt (a newer attempt or a sweep owns the ticket) writes nothing and is logged.
-    """
-    next_claim = None
-    if outcome.status == TicketStatus.FAILED and outcome.retryable and claim.attempt < claim.max_attempts:
-        delay = outcome.retry_delay
-        if delay is None:
-            delay = backoff_delay(attempt=claim.attempt, base_seconds=current().queue.retry_delay_seconds)
-        settled = ticket_retry(claim=claim, outcome=outcome, delay_seconds=delay)
-        status = f"queued retry_in={delay:.2f}s"
-    else:
-        finished = ticket_finish(claim=claim, outcome=outcome, hand_off=hand_off)
-        settled, status = finished is not None, outcome.status
-        next_claim = finished.next_claim if finished else None
-    if settled:
-        log.info("ticket=%s session=%s status=%s attempt=%s", claim.ticket_id, claim.session_id, status, claim.attempt)
-    else:
-        log.warning("ticket=%s attempt=%s fenced: a newer attempt owns it; result dropped", *_ids(claim)[::2])
-    return next_claim
-
-
-class _Backoff:
-    """Sleeps 0.1 s doubling to 1 s between tries, until `patience` seconds have passed; False when they have."""
-
-    def __init__(self, patience: float):
-        self.deadline = time.monotonic() + patience
-        self.delay = 0.1
-
-    def sleep(self) -> bool:
-        if time.monotonic() + self.delay > self.deadline:
-            return False
-        time.sleep(self.delay)
-        self.delay = min(2 * self.delay, 1.0)
-        return True
-
-
-def database_answers() -> bool:
-    """True when a fresh connection of this thread gets an answer from PostgreSQL (else it is closed again)."""
-    try:
-        connection.ensure_connection()
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-        return True
-    except (OperationalError, InterfaceError):
-        connection.close()
-        return False
 
 
 def _ids(claim: Claim) -> tuple:

@@ -9,6 +9,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
 
 from agentos_project.conf import current
+from agentos_project.exceptions import first_line
 from agents_registry.context import RunResult
 from agents_registry.events import event_name
 from queueing.exceptions import QueueFull
@@ -153,8 +154,13 @@ def run_execute_unqueued(*, run_id) -> None:
     if not run_start(run_id=run_id, attempt=1):
         return
     leg = run_leg(Run.objects.get(pk=run_id), attempt=1, timeout_seconds=current().queue.timeout_seconds)
-    with transaction.atomic():
-        run_record_leg(run_id=run_id, attempt=1, leg=leg, final=True)
+    try:
+        with transaction.atomic():
+            run_record_leg(run_id=run_id, attempt=1, leg=leg, final=True)
+    except Exception as error:  # never leave a run without a ticket RUNNING: no sweeper would end it
+        with transaction.atomic():
+            content = f"Run outcome could not be stored: {first_line(error)}"
+            run_end_unexecuted(run_id=run_id, status=RunStatus.ERROR, content=content, stage=None, event_role="error")
 
 
 runner = InProcessRunner(execute=run_execute_unqueued)

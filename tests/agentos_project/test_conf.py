@@ -98,3 +98,12 @@ def test_a_bad_value_stops_start_up_with_one_line():
 
     assert result.returncode == 2
     assert result.stderr == "agentos: configuration error: AGENTOS_LOCK_GRACE_SECONDS must be >= 3 (got '1')\n"
+
+
+def test_a_refused_url_is_shown_without_its_password():
+    with pytest.raises(ConfigError) as error:
+        load({"DATABASE_URL": "mysql://admin:hunter2@db:3306/agentos"})
+
+    assert str(error.value) == (
+        "DATABASE_URL must be a URL with scheme postgres or postgresql (got 'mysql://admin:***@db:3306/agentos')"
+    )

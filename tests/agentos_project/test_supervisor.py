@@ -12,6 +12,8 @@ import psutil
 
 from agentos_project.supervisor import Supervisor
 
+from ..conftest import wait_until
+
 
 def supervisor(commands, lines, **options) -> Supervisor:
     return Supervisor(commands, env=dict(os.environ), cwd=os.getcwd(), log=lines.append, stop_timeout=5, **options)
@@ -57,8 +59,7 @@ def test_a_killed_child_is_restarted_and_a_stop_signal_ends_every_child_and_its_
     while watched.children[0].process is first and time.monotonic() < deadline:
         time.sleep(0.05)
     second = watched.children[0].process
-    time.sleep(0.5)
-    grandchild = psutil.Process(second.pid).children()[0]
+    [grandchild] = wait_until(lambda: psutil.Process(second.pid).children(), timeout=10, what="the grandchild")
     watched.request_stop()
     runner.join(10)
 

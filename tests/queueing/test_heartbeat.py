@@ -11,7 +11,7 @@ from .conftest import accept, backdate, claim, snapshot
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def beat_for(worker_id: str, claims: list[tuple[str, int]], seconds: float = 0.3) -> None:
+def beat_for(worker_id: str, claims: list[tuple[str, int]], seconds: float = 0.6) -> None:
     heartbeat = Heartbeat(worker_id=worker_id, interval=0.05, claims=lambda: claims)
     heartbeat.start()
     time.sleep(seconds)

@@ -1,6 +1,7 @@
 """The worker's handling of messages and of settling, and what accept publishes, read from the real Redis broker."""
 
 import datetime
+import time
 
 import pytest
 from django.db import connection, transaction
@@ -9,10 +10,11 @@ from django.utils import timezone
 from queueing import router, shutdown
 from queueing.executor import Outcome
 from queueing.models import Ticket
+from queueing.settle import settle_attempt
 from queueing.tickets import ticket_finish, ticket_retry
-from queueing.worker import settle_attempt, worker_execute
+from queueing.worker import worker_execute
 
-from ..conftest import terminate_backend
+from ..conftest import free_port, terminate_backend
 from .conftest import BROKER_QUEUE, accept, broker_messages, claim, snapshot
 
 
@@ -156,3 +158,50 @@ def test_an_outcome_the_database_refuses_ends_the_attempt_as_a_visible_failure(r
     assert row["error"] == "Run outcome could not be stored: A string literal cannot contain NUL (0x00) characters."
     assert executor.settled(head) == [("failed", 1, row["error"])]
     assert snapshot(successor)["status"] == "completed", "and the session moves on at once"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_settle_whose_commit_answer_was_lost_finds_the_successor_it_claimed(redis_db, executor):
+    head, successor = accept(session_id="lost-ack-1"), accept(session_id="lost-ack-1")
+    owner = claim(head)
+    ticket_finish(claim=owner, outcome=Outcome("completed"), hand_off=True)  # committed; its answer "lost":
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        [pid] = cursor.fetchone()
+    terminate_backend(pid)
+
+    next_claim = settle_attempt(owner, Outcome("completed"), hand_off=True)
+
+    assert (next_claim.ticket_id, next_claim.attempt, next_claim.worker_id) == (successor, 1, "w1")
+    assert snapshot(successor)["status"] == "running"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_settle_that_cannot_reach_the_database_gives_up_after_its_patience(redis_db, executor):
+    head = accept(session_id="away-1")
+    owner = claim(head)
+    port = connection.settings_dict["PORT"]
+    connection.close()
+    connection.settings_dict["PORT"] = str(free_port())  # nothing listens there: as if PostgreSQL were away
+    try:
+        started = time.monotonic()
+        assert settle_attempt(owner, Outcome("completed"), patience=0.5) is None
+        waited = time.monotonic() - started
+    finally:
+        connection.close()
+        connection.settings_dict["PORT"] = port
+
+    assert 0.3 <= waited < 5
+    assert (snapshot(head)["status"], snapshot(head)["locked_by"]) == ("running", "w1"), "left to the sweeper"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_settle_refused_even_as_a_failure_is_left_to_the_sweeper(redis_db, executor):
+    head = accept(session_id="refused-1")
+    owner = claim(head)
+    executor.refuse.add(head)
+
+    assert settle_attempt(owner, Outcome("completed")) is None
+
+    assert snapshot(head)["status"] == "running"
+    assert executor.settlements == []

@@ -17,8 +17,9 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from agentos_project.conf import current, database_settings
-from agentos_project.embedded import EmbeddedError, EmbeddedPostgres, EmbeddedRedis, FolderLock, masked
+from agentos_project.conf import current, database_settings, masked
+from agentos_project.embedded import EmbeddedError, EmbeddedPostgres, EmbeddedRedis, FolderLock
+from agentos_project.exceptions import first_line
 from agentos_project.supervisor import Supervisor
 
 
@@ -138,8 +139,3 @@ def port_is_free(host: str, port: int) -> None:
         raise Refusal(f"cannot serve on {host}:{port}: {reason} (is another agentos running?)") from None
     finally:
         probe.close()
-
-
-def first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
