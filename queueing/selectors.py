@@ -8,13 +8,6 @@ from .executor import Claim
 from .models import Ticket, TicketStatus
 
 
-def queue_is_full(*, max_depth: int) -> bool:
-    """True when `max_depth` > 0 and at least that many tickets are queued (reads at most `max_depth` index rows)."""
-    if max_depth <= 0:
-        return False
-    return Ticket.objects.filter(status=TicketStatus.QUEUED).order_by()[max_depth - 1 : max_depth].exists()
-
-
 def ticket_by_idempotency_key(*, scope: str, key: str) -> Ticket | None:
     """The ticket accepted under this Idempotency-Key in this scope (the user id, "" for anonymous)."""
     return Ticket.objects.filter(idempotency_scope=scope, idempotency_key=key).first()

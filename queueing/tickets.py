@@ -120,9 +120,9 @@ DEPTH_LOCK = (7, 1)  # the two-int advisory key space, apart from the sessions' 
 def _enforce_depth(max_depth: int) -> None:
     """Raise `QueueFull` when more than `max_depth` tickets are queued, counting the caller's new one.
 
-    Takes a transaction-scoped lock that every capped accept takes last, so counting and committing are
-    serialized: each count sees the tickets of every accept that took the lock before it (they have committed
-    or rolled back by then). Held from here to commit only, and never while another lock is awaited.
+    Takes a transaction-scoped lock that every capped accept takes last (after its session lock), so counting
+    and committing are serialized: each count sees the tickets of every accept that took the lock before it
+    (they have committed or rolled back by then). Held from here to commit only; no holder awaits another lock.
     """
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", DEPTH_LOCK)

@@ -12,8 +12,6 @@ from agentos_project.conf import current
 from agentos_project.exceptions import first_line
 from agents_registry.context import RunResult
 from agents_registry.events import event_name
-from queueing.exceptions import QueueFull
-from queueing.selectors import queue_is_full
 from queueing.tickets import ticket_accept
 
 from .exceptions import BackgroundNeedsStore, SessionNotYours, StreamingUnavailable
@@ -40,22 +38,19 @@ def session_claim(*, session_id: str, component_type: str, component_id: str, us
     A row whose creator had not committed when the statement began is read again once that creator is done.
     """
     owner = (component_type, component_id, user_id)
+    existing = f"SELECT component_type, component_id, user_id FROM {SESSIONS} WHERE session_id = %s"
     claim = f"""
         WITH inserted AS (
             INSERT INTO {SESSIONS} (session_id, component_type, component_id, user_id, session_state, messages)
             VALUES (%s, %s, %s, %s, '{{}}', '[]') ON CONFLICT (session_id) DO NOTHING
             RETURNING component_type, component_id, user_id)
-        SELECT * FROM inserted
-        UNION ALL SELECT component_type, component_id, user_id FROM {SESSIONS} WHERE session_id = %s
-        LIMIT 1
+        SELECT * FROM inserted UNION ALL {existing} LIMIT 1
     """
     with connection.cursor() as cursor:
         cursor.execute(claim, [session_id, *owner, session_id])
         row = cursor.fetchone()
         if row is None:
-            cursor.execute(
-                f"SELECT component_type, component_id, user_id FROM {SESSIONS} WHERE session_id = %s", [session_id]
-            )
+            cursor.execute(existing, [session_id])
             row = cursor.fetchone()
     if tuple(row) != owner:
         raise SessionNotYours(session_id)
@@ -88,7 +83,8 @@ def run_submit(*, submission: Submission) -> Accepted:
     """Accept a background run durably: session, run and ticket rows commit together, then the ticket is published.
 
     Refuses (writing nothing) a component without a store (400); replays an earlier submission with the same
-    Idempotency-Key (CONTRACT 7), before the queue-depth check (429). Two identical submits racing each other
+    Idempotency-Key (CONTRACT 7), before the queue-depth check (429, exact: `ticket_accept` counts under a lock and
+    a full queue rolls the whole accept back). Two identical submits racing each other
     yield one run: the unique index makes the loser roll back and replay the winner. With the durable queue off,
     the run executes in this process instead (`run_submit_in_process`).
     """
@@ -102,8 +98,6 @@ def run_submit(*, submission: Submission) -> Accepted:
         return earlier
     if submission.stream:
         raise StreamingUnavailable()
-    if queue_is_full(max_depth=conf.max_queue_depth):
-        raise QueueFull()
     try:
         with transaction.atomic():
             run = _create_run(submission, queued=True)
