@@ -2,7 +2,8 @@
 
 `load(environ)` parses and validates every variable and returns one frozen `AgentOSSettings` with a section per
 concern: `services` (where PostgreSQL, Redis and the broker are), `queue` (what `queueing` obeys), `security`,
-`agents` (what `agents_registry` registers) and `server` (where `serve` listens). A bad value raises
+`agents` (what `agents_registry` registers), `server` (where `serve` listens) and `streams` (the live event
+streams: keepalive cadence, how long Redis keeps a run's events). A bad value raises
 `ConfigError`, whose message is the single line start-up prints. Code reads the settings in force through
 `current()`, the object Django's settings hold as `AGENTOS`, so tests swap it with `override_settings`.
 """
@@ -82,6 +83,12 @@ class AgentsSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class Streams:
+    keepalive_seconds: float = 15.0
+    buffer_seconds: float = 3600.0
+
+
+@dataclasses.dataclass(frozen=True)
 class Server:
     host: str = "127.0.0.1"
     port: int = 7777
@@ -94,6 +101,7 @@ class AgentOSSettings:
     security: Security
     agents: AgentsSettings
     server: Server
+    streams: Streams = Streams()
 
     def replace(self, section: str, **changes) -> AgentOSSettings:
         """A copy with some fields of one section changed (tests use it with `override_settings`)."""
@@ -215,6 +223,10 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Age
             openai_model=env.text("AGENTOS_OPENAI_MODEL", "gpt-4o-mini"),
         ),
         server=Server(host=env.text("AGENTOS_HOST", "127.0.0.1"), port=env.integer("AGENTOS_PORT", 7777, minimum=1)),
+        streams=Streams(
+            keepalive_seconds=env.number("AGENTOS_STREAM_KEEPALIVE_SECONDS", 15.0, minimum=0, strict=True),
+            buffer_seconds=env.number("AGENTOS_STREAM_BUFFER_SECONDS", 3600.0, minimum=1),
+        ),
     )
 
 

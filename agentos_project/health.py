@@ -11,9 +11,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from queueing.router import redis_client
-
 from .conf import current
+from .coordination import redis_client
 
 STARTED_AT = datetime.datetime.now(datetime.UTC)
 

@@ -49,3 +49,13 @@ _NAMES = {
 def event_name(kind: str, role: str) -> str:
     """The wire name of an event `role` ("started", "content", ...) for a component of `kind`."""
     return _NAMES[kind][role]
+
+
+STREAM_ENDING_ROLES = ("completed", "error", "cancelled", "paused")
+
+
+def stream_ending(kind: str) -> frozenset[str]:
+    """The names after which a run of `kind` publishes nothing until it is continued: its stream closes there.
+
+    Only the component's own events count: a team member's `RunCompleted` does not end the team's stream."""
+    return frozenset(event_name(kind, role) for role in STREAM_ENDING_ROLES)

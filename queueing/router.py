@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import logging
 import os
 import queue
@@ -29,16 +28,11 @@ from django.db import transaction
 
 from agentos_project.celery import app
 from agentos_project.conf import current
+from agentos_project.coordination import redis_client
 
 log = logging.getLogger("agentos.queue")
 MARKER = "agentos:message:{}"
 EXECUTE_TASK = "agentos.execute_ticket"
-
-
-@functools.cache
-def redis_client(url: str) -> redis.Redis:
-    """One client per Redis URL per process, with short timeouts (a down Redis must answer quickly)."""
-    return redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2)
 
 
 def markers() -> redis.Redis:

@@ -308,9 +308,10 @@ def ticket_fail_stale(*, ticket_id: str, grace_seconds: float) -> bool:
     return True
 
 
-def ticket_cancel(*, ticket_id: str, error: str) -> str | None:
+def ticket_cancel(*, ticket_id: str, error: str, paused_error: str | None = None) -> str | None:
     """Cancel a ticket that is not executing: queued or paused → cancelled. Returns the status it had, or None.
 
+    `error` is the ticket's error afterwards (`paused_error`, when given, for a ticket that was paused).
     A running ticket is not touched here (its worker sees the cancellation intent and finishes it).
     Releases the session's next ticket when the cancelled one was the head.
     """
@@ -323,16 +324,17 @@ def ticket_cancel(*, ticket_id: str, error: str) -> str | None:
             f"""
             WITH old AS (SELECT id, status, attempt FROM {TABLE}
                          WHERE id = %s AND status IN ('queued', 'paused') FOR UPDATE)
-            UPDATE {TABLE} AS t SET status = 'cancelled', error = %s, is_head = false,
+            UPDATE {TABLE} AS t SET status = 'cancelled',
+                   error = CASE old.status WHEN 'paused' THEN %s ELSE %s END, is_head = false,
                    completed_at = statement_timestamp(), updated_at = statement_timestamp()
             FROM old WHERE t.id = old.id
-            RETURNING old.status, old.attempt
+            RETURNING old.status, old.attempt, t.error
             """,
-            [ticket_id, error],
+            [ticket_id, paused_error or error, error],
         )
         if row is None:
             return None
-        previous, attempt = row
+        previous, attempt, error = row
         get_executor().settle(Settlement(str(ticket_id), TicketStatus.CANCELLED, attempt, error, previous=previous))
         promote_next_head(session_id)
     return previous

@@ -19,9 +19,9 @@ class BackgroundNeedsStore(APIException):
     default_detail = "Background execution requires a database to be configured on the agent"
 
 
-class StreamingUnavailable(APIException):
-    status_code = status.HTTP_501_NOT_IMPLEMENTED
-    default_detail = "Streaming responses (stream=true) are not served by this version; submit with stream=false"
+class SessionRequired(APIException):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = "session_id is required for this action"
 
 
 class IdempotencyConflict(APIException):

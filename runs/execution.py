@@ -7,21 +7,31 @@ import time
 from collections.abc import Callable
 
 from agents_registry.context import PermanentRunError, RunContext, RunRequest, RunResult
+from agents_registry.events import stream_ending
 from agents_registry.registry import ComponentNotFound, registry
 
+from . import eventbus
 from .models import AgentSession, Run
 
 CONTENT_EVENTS = {"RunContent", "TeamRunContent"}
 
 
 class EventSink:
-    """Numbers a run's events from `first_index` and keeps the ones worth storing (all but content chunks)."""
+    """Numbers a run's events from `first_index`, publishes them live, and keeps the ones worth storing (all but
+    content chunks).
+
+    An event that ends the run's stream (completed, error, cancelled, paused) is held back: it is stored with the
+    run's outcome and published only once that commits (`publish_held_on_commit`), so a client never sees an end
+    that a rollback undid.
+    """
 
     def __init__(self, run: Run, attempt: int, first_index: int):
         self.run = run
         self.attempt = attempt
         self.next_index = first_index
         self.stored: list[dict] = []
+        self.held: list[dict] = []
+        self._ending = stream_ending(run.component_type)
 
     def emit(self, name: str, fields: dict) -> dict:
         event = {
@@ -35,7 +45,21 @@ class EventSink:
         self.next_index += 1
         if name not in CONTENT_EVENTS:
             self.stored.append(event)
+        if name in self._ending:
+            self.held.append(event)
+        else:
+            eventbus.sender.send(self.run.run_id, [event])
         return event
+
+    def publish_held_on_commit(self) -> None:
+        """Publish the held events once the transaction storing them commits (again if a retry re-stores them)."""
+        eventbus.sender.send_on_commit(self.run.run_id, self.held)
+
+
+def first_event_index(run: Run) -> int:
+    """Where a new leg (or a terminal event written from outside) numbers on from: after the last index stored
+    and after the last one published, so an attempt that died before storing its events is not overlapped."""
+    return max(run.next_event_index, eventbus.last_index(run.run_id) + 1)
 
 
 @dataclasses.dataclass
@@ -49,13 +73,18 @@ class LegResult:
 
 
 def run_leg(
-    run: Run, *, attempt: int, timeout_seconds: float | None, cancelled: Callable[[], bool] = lambda: False
+    run: Run,
+    *,
+    attempt: int,
+    timeout_seconds: float | None,
+    cancelled: Callable[[], bool] = lambda: False,
 ) -> LegResult:
     """Run `run`'s component once, from its input (or its paused state), with the session's history.
 
-    Outside any transaction: nothing here writes. A timeout becomes an error `Run exceeded timeout_seconds=N`.
+    Outside any transaction: nothing here writes (events go live to Redis). A timeout becomes an error
+    `Run exceeded timeout_seconds=N`.
     """
-    sink = EventSink(run, attempt, run.next_event_index)
+    sink = EventSink(run, attempt, first_event_index(run))
     try:
         component = registry.get(run.component_type, run.component_id)
     except ComponentNotFound:

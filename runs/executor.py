@@ -7,6 +7,7 @@ from queueing.executor import Claim, Outcome, Settlement
 from queueing.models import TicketStatus
 from queueing.shutdown import interrupted, interrupted_outcome
 
+from .cancellation import watcher
 from .execution import LegResult, run_leg
 from .jsonsafe import storable_text
 from .models import Run, RunStatus
@@ -30,10 +31,15 @@ class RunExecutor:
         run = Run.objects.filter(pk=claim.ticket_id, attempt=claim.attempt).first()
         if run is None:
             return Outcome(TicketStatus.FAILED, error=FENCED)
-        leg = run_leg(
-            run, attempt=claim.attempt, timeout_seconds=current().queue.timeout_seconds, cancelled=interrupted
-        )
-        if interrupted() and (leg.result is None or leg.result.status == leg.result.CANCELLED):
+        with watcher.watch(claim.ticket_id) as cancel:
+            leg = run_leg(
+                run,
+                attempt=claim.attempt,
+                timeout_seconds=current().queue.timeout_seconds,
+                cancelled=lambda: cancel.is_set() or interrupted(),
+            )
+        stopped = leg.result is None or leg.result.status == leg.result.CANCELLED
+        if stopped and interrupted() and not cancel.is_set():
             return interrupted_outcome()
         if leg.result is None:
             error = storable_text(leg.error)  # it lands in the ticket's error as well

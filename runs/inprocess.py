@@ -11,21 +11,24 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from django.db import close_old_connections, connection, transaction
-
-from agentos_project.conf import current
 
 log = logging.getLogger("agentos.runs")
 UNCAPPED_THREADS = 256
 
 
 class InProcessRunner:
-    """A bounded pool of threads that run `execute(run_id=...)` for runs accepted by this process."""
+    """A bounded pool of threads that run `execute(run_id=...)` for runs accepted by this process.
 
-    def __init__(self, execute: Callable[..., None]) -> None:
+    `size()` is the pool's size (None: UNCAPPED_THREADS), read when the process first uses it.
+    """
+
+    def __init__(self, execute: Callable[..., None], size: Callable[[], int | None], name: str = "agentos-run") -> None:
         self._execute_run = execute
+        self._size = size
+        self._name = name
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._pid: int | None = None
@@ -33,19 +36,24 @@ class InProcessRunner:
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pid != os.getpid():
-                self._pool = ThreadPoolExecutor(current().queue.max_concurrency or UNCAPPED_THREADS, "agentos-run")
+                self._pool = ThreadPoolExecutor(self._size() or UNCAPPED_THREADS, self._name)
                 self._pid = os.getpid()
             return self._pool
 
     def submit(self, run_id) -> None:
         """Run `run_id` on this process's bounded pool once the current transaction commits."""
-        transaction.on_commit(lambda: self._executor().submit(self._execute, run_id))
+        transaction.on_commit(lambda: self.start(run_id))
 
-    def _execute(self, run_id) -> None:
+    def start(self, run_id) -> Future:
+        """Run `run_id` on the pool now; the future is done when the run has ended."""
+        return self._executor().submit(self._execute, run_id)
+
+    def _execute(self, run_id):
         close_old_connections()
         try:
-            self._execute_run(run_id=run_id)
+            return self._execute_run(run_id=run_id)
         except Exception:
             log.exception("run=%s failed in-process", run_id)
+            raise
         finally:
             connection.close()

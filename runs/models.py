@@ -16,6 +16,7 @@ class RunStatus(models.TextChoices):
 
 
 FINISHED = (RunStatus.COMPLETED, RunStatus.CANCELLED, RunStatus.ERROR)
+STREAM_ENDED = (*FINISHED, RunStatus.PAUSED)  # nothing more is published until a continue
 
 
 class AgentSession(models.Model):

@@ -125,14 +125,30 @@ IDEMPOTENCY_KEY = OpenApiParameter(
 )
 SUBMIT_RESPONSES = {
     202: OpenApiResponse(AcceptedSerializer, description="background=true, stream=false: accepted and committed"),
-    200: OpenApiResponse(RunSerializer, description="background=false: the run, executed inline"),
+    200: OpenApiResponse(
+        RunSerializer,
+        description="background=false, stream=false: the run, executed inline; stream=true: its events as "
+        "text/event-stream (CONTRACT 10)",
+    ),
     400: refused("the component has no store, or the request was malformed"),
     404: refused("unknown component"),
     409: refused("Idempotency-Key conflict, or a session that belongs to another user or component"),
     413: refused("body over 1 MiB"),
     422: INVALID,
     429: refused("Job queue is full"),
-    501: refused("stream=true is not served by this version"),
     503: refused("the database is unavailable"),
 }
 POLL_RESPONSES = {200: RunSerializer, 404: refused("Run not found"), 422: INVALID}
+CANCEL_RESPONSES = {
+    200: OpenApiResponse(OpenApiTypes.OBJECT, description="always {}: the cancellation is recorded"),
+    404: refused("unknown component"),
+    422: INVALID,
+}
+RESUME_RESPONSES = {
+    200: OpenApiResponse(
+        OpenApiTypes.STR, description="text/event-stream: catch_up/subscribed/replay/error meta frames and events"
+    ),
+    400: refused("session_id is required for this action"),
+    404: refused("unknown component"),
+    422: INVALID,
+}

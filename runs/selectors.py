@@ -13,7 +13,7 @@ from .models import Run, RunEvent, RunStatus
 
 def run_get(*, kind: str, component_id: str, run_id: str, session_id: str) -> Run:
     """The run, only when it belongs to this component and session; else `RunNotFound` (404)."""
-    if not _is_uuid(run_id):
+    if not is_uuid(run_id):
         raise RunNotFound()
     run = Run.objects.filter(
         pk=run_id,
@@ -26,12 +26,20 @@ def run_get(*, kind: str, component_id: str, run_id: str, session_id: str) -> Ru
     return run
 
 
-def _is_uuid(value: str) -> bool:
+def is_uuid(value: str) -> bool:
     try:
         uuid.UUID(value)
     except ValueError:
         return False
     return True
+
+
+def run_find(*, kind: str, component_id: str, run_id: str, session_id: str | None) -> Run | None:
+    """The run of this component (and of this session, when one is named), or None."""
+    if not is_uuid(run_id):
+        return None
+    runs = Run.objects.filter(pk=run_id, component_type=kind, component_id=component_id)
+    return (runs.filter(session_id=session_id) if session_id else runs).first()
 
 
 def _iso(value: datetime.datetime | None) -> str | None:
@@ -69,3 +77,13 @@ def run_to_wire(run: Run, *, waiting_on: str | None = None) -> dict:
     }
     body.update({key: value for key, value in optional.items() if value is not None})
     return body
+
+
+def run_stored_events(*, run_id, after: int) -> list[dict]:
+    """The run's stored events with an index above `after`, in order."""
+    events = RunEvent.objects.filter(run_id=run_id, event_index__gt=after).order_by("event_index")
+    return list(events.values_list("data", flat=True))
+
+
+def run_status(*, run_id) -> str | None:
+    return Run.objects.filter(pk=run_id).values_list("status", flat=True).first()

@@ -78,6 +78,15 @@ class PollQuerySerializer(serializers.Serializer):
     session_id = serializers.CharField(max_length=255)
 
 
+class CancelSerializer(serializers.Serializer):
+    session_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)
+
+
+class ResumeSerializer(serializers.Serializer):
+    last_event_index = serializers.IntegerField(required=False, allow_null=True, min_value=-1, default=None)
+    session_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)
+
+
 def validated(serializer_class, data, *, location: str) -> dict:
     """Validate `data` or raise 422 listing each bad field as FastAPI would (`loc`, `msg`, `type`, `input`)."""
     serializer = serializer_class(data=data)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from concurrent.futures import Future
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
@@ -12,17 +13,21 @@ from agentos_project.conf import current
 from agentos_project.exceptions import first_line
 from agents_registry.context import RunResult
 from agents_registry.events import event_name
-from queueing.tickets import ticket_accept
+from queueing.tickets import ticket_accept, ticket_cancel
 
-from .exceptions import BackgroundNeedsStore, SessionNotYours, StreamingUnavailable
-from .execution import EventSink, LegResult, run_leg
+from . import cancellation
+from .exceptions import BackgroundNeedsStore, SessionNotYours
+from .execution import EventSink, LegResult, first_event_index, run_leg
 from .idempotency import idempotent_replay
 from .inprocess import InProcessRunner
 from .jsonsafe import storable
-from .models import AgentSession, Run, RunEvent, RunStatus
+from .models import FINISHED, AgentSession, Run, RunEvent, RunStatus
+from .selectors import run_find, run_to_wire
 from .submission import Accepted, Submission
 
 SESSIONS = AgentSession._meta.db_table
+CANCELLED_QUEUED = "cancelled before execution"
+CANCELLED_PAUSED = "cancelled while paused awaiting continuation"
 LEG_STATUS = {
     RunResult.COMPLETED: RunStatus.COMPLETED,
     RunResult.PAUSED: RunStatus.PAUSED,
@@ -96,8 +101,6 @@ def run_submit(*, submission: Submission) -> Accepted:
         return run_submit_in_process(submission=submission)
     if submission.idempotency_key and (earlier := idempotent_replay(submission)):
         return earlier
-    if submission.stream:
-        raise StreamingUnavailable()
     try:
         with transaction.atomic():
             run = _create_run(submission, queued=True)
@@ -125,8 +128,6 @@ def run_submit(*, submission: Submission) -> Accepted:
 def run_submit_in_process(*, submission: Submission) -> Accepted:
     """AGENTOS_QUEUE_DURABLE=false: the run row commits, then the run waits for a slot of this process's bounded
     pool (runs.inprocess). Not durable, not ordered, no ticket."""
-    if submission.stream:
-        raise StreamingUnavailable()
     with transaction.atomic():
         run = _create_run(submission, queued=False)
         runner.submit(run.run_id)
@@ -144,10 +145,19 @@ def run_start(*, run_id, attempt: int) -> bool:
 
 def run_execute_unqueued(*, run_id) -> None:
     """Execute a run that has no ticket (inline, or in-process with the durable queue off): one attempt,
-    recorded like a queued run's."""
-    if not run_start(run_id=run_id, attempt=1):
+    recorded like a queued run's. A run cancelled while it waited for its slot is not started."""
+    started = Run.objects.filter(pk=run_id, queued=False, status=RunStatus.PENDING, attempt=0).update(
+        status=RunStatus.RUNNING, attempt=1, started_at=Now()
+    )
+    if not started:
         return
-    leg = run_leg(Run.objects.get(pk=run_id), attempt=1, timeout_seconds=current().queue.timeout_seconds)
+    with cancellation.watcher.watch(run_id) as cancel:
+        leg = run_leg(
+            Run.objects.get(pk=run_id),
+            attempt=1,
+            timeout_seconds=current().queue.timeout_seconds,
+            cancelled=cancel.is_set,
+        )
     try:
         with transaction.atomic():
             run_record_leg(run_id=run_id, attempt=1, leg=leg, final=True)
@@ -157,15 +167,58 @@ def run_execute_unqueued(*, run_id) -> None:
             run_end_unexecuted(run_id=run_id, status=RunStatus.ERROR, content=content, stage=None, event_role="error")
 
 
-runner = InProcessRunner(execute=run_execute_unqueued)
+runner = InProcessRunner(execute=run_execute_unqueued, size=lambda: current().queue.max_concurrency)
 
 
-def run_execute_inline(*, submission: Submission) -> Run:
-    """Run in this process and answer with the result (background=false): not queued, not ordered."""
+def run_execute_inline(*, run_id) -> dict:
+    """An inline run, executed; returns its poll body."""
+    run_execute_unqueued(run_id=run_id)
+    return run_to_wire(Run.objects.get(pk=run_id))
+
+
+inline_runner = InProcessRunner(execute=run_execute_inline, size=lambda: None, name="agentos-inline")
+
+
+def run_start_inline(*, submission: Submission) -> tuple[Run, Future]:
+    """Start a run in this process for the request that waits on it (background=false): not queued, not ordered.
+
+    The run row commits first; the returned future is done when the run has ended. The caller cancels the run
+    (`run_cancel_local`) if its client goes away.
+    """
     with transaction.atomic():
         run = _create_run(submission, queued=False)
-    run_execute_unqueued(run_id=run.run_id)
-    return Run.objects.get(pk=run.run_id)
+    return run, inline_runner.start(run.run_id)
+
+
+def run_cancel(*, kind: str, component_id: str, run_id: str, session_id: str | None) -> None:
+    """Cancel a run (CONTRACT 9); a run that is unknown here, or already finished, is left as it is.
+
+    A queued, waiting or paused run is cancelled at once by the ticket's guarded change (stage PENDING or
+    PAUSED); a run waiting for an in-process slot likewise. A running one gets an intent that its executing
+    attempt sees at its next checkpoint, wherever it runs; it then ends CANCELLED with stage EXECUTING.
+    Whichever of the cancel and a finishing attempt changes the row first decides; the other changes nothing.
+    """
+    run = run_find(kind=kind, component_id=component_id, run_id=run_id, session_id=session_id)
+    if run is None or run.status in FINISHED:
+        return
+    if run.queued:
+        cancelled = ticket_cancel(ticket_id=run.run_id, error=CANCELLED_QUEUED, paused_error=CANCELLED_PAUSED)
+    else:
+        cancelled = run_cancel_unstarted(run_id=run.run_id)
+    if not cancelled:
+        cancellation.cancel_request(run.run_id)
+
+
+def run_cancel_unstarted(*, run_id) -> bool:
+    """A run without a ticket that still waits for its slot: PENDING → CANCELLED (stage PENDING); False when it
+    had started already (or ended)."""
+    with transaction.atomic():
+        cancelled = Run.objects.filter(pk=run_id, queued=False, status=RunStatus.PENDING, attempt=0).update(
+            status=RunStatus.CANCELLED, content=CANCELLED_QUEUED, cancellation_stage="PENDING", completed_at=Now()
+        )
+        if cancelled:
+            _record_end_event(run_id=run_id, event_role="cancelled", content=CANCELLED_QUEUED)
+    return bool(cancelled)
 
 
 def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None:
@@ -187,6 +240,8 @@ def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None
         }
     else:
         status = LEG_STATUS[result.status]
+        if status == RunStatus.CANCELLED:
+            sink.emit(event_name(sink.run.component_type, "cancelled"), {"content": storable(result.content)})
         fields = {
             "status": status,
             "content": storable(result.content),
@@ -197,6 +252,7 @@ def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None
             "completed_at": None if status == RunStatus.PAUSED else Now(),
         }
     _store_events(sink)
+    sink.publish_held_on_commit()
     Run.objects.filter(pk=run_id, attempt=attempt).update(next_event_index=sink.next_index, **fields)
     if result is not None and result.status == RunResult.COMPLETED:
         session_append(session_id=sink.run.session_id, messages=result.messages, state=result.session_state)
@@ -205,15 +261,21 @@ def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None
 def run_end_unexecuted(*, run_id, status: str, content: str, stage: str | None, event_role: str) -> None:
     """Mirror a ticket that ended while no attempt was executing it (swept, cancelled while queued or paused).
 
-    Stores the terminal event (`event_role`: "error" or "cancelled") after the run's last index.
+    Stores the terminal event (`event_role`: "error" or "cancelled") after the run's last index, stored or
+    published, and publishes it once the caller's transaction commits.
     """
+    Run.objects.filter(pk=run_id).update(status=status, content=content, cancellation_stage=stage, completed_at=Now())
+    _record_end_event(run_id=run_id, event_role=event_role, content=content)
+
+
+def _record_end_event(*, run_id, event_role: str, content: str) -> None:
+    """Store the event that ends the run's stream after its last index, and publish it once this commits."""
     run = Run.objects.select_for_update().get(pk=run_id)
-    sink = EventSink(run, run.attempt, run.next_event_index)
+    sink = EventSink(run, run.attempt, first_event_index(run))
     sink.emit(event_name(run.component_type, event_role), {"content": content})
     _store_events(sink)
-    Run.objects.filter(pk=run_id).update(
-        status=status, content=content, cancellation_stage=stage, completed_at=Now(), next_event_index=sink.next_index
-    )
+    sink.publish_held_on_commit()
+    Run.objects.filter(pk=run_id).update(next_event_index=sink.next_index)
 
 
 def run_reset_pending(*, run_id) -> None:

@@ -15,4 +15,14 @@ for kind in ("agent", "team", "workflow"):
             views.RunDetailView.as_view(kind=kind),
             name=f"{kind}-run-detail",
         ),
+        path(
+            f"{prefix}/<str:component_id>/runs/<str:run_id>/cancel",
+            views.CancelRunView.as_view(kind=kind),
+            name=f"{kind}-run-cancel",
+        ),
+        path(
+            f"{prefix}/<str:component_id>/runs/<str:run_id>/resume",
+            views.ResumeRunView.as_view(kind=kind),
+            name=f"{kind}-run-resume",
+        ),
     ]

@@ -15,11 +15,13 @@ from agents_registry.registry import ComponentNotFound as RegistryMiss
 from agents_registry.registry import registry
 
 from . import schemas
-from .exceptions import ComponentNotFound, StreamingUnavailable
+from .exceptions import ComponentNotFound, SessionRequired
 from .idempotency import idempotency_key
-from .selectors import run_get, run_to_wire, run_waiting_on
-from .serializers import PollQuerySerializer, SubmitSerializer, validated
-from .services import run_execute_inline, run_submit
+from .responses import cancelled_on_disconnect, inline_json_response, sse_response
+from .selectors import run_find, run_get, run_to_wire, run_waiting_on
+from .serializers import CancelSerializer, PollQuerySerializer, ResumeSerializer, SubmitSerializer, validated
+from .services import run_cancel, run_start_inline, run_submit
+from .streams import Target, resume_frames, run_tail
 from .submission import Submission
 
 
@@ -52,10 +54,13 @@ class SubmitRunView(APIView):
         )
         if data["background"]:
             accepted = run_submit(submission=submission)
+            if data["stream"]:
+                return sse_response(run_tail(accepted.run_id, component.kind))
             return Response(dataclasses.asdict(accepted), status=status.HTTP_202_ACCEPTED)
+        run, done = run_start_inline(submission=submission)
         if data["stream"]:
-            raise StreamingUnavailable()
-        return Response(run_to_wire(run_execute_inline(submission=submission)))
+            return sse_response(cancelled_on_disconnect(run.run_id, run_tail(run.run_id, component.kind)))
+        return inline_json_response(run.run_id, done)
 
 
 class RunDetailView(APIView):
@@ -67,6 +72,38 @@ class RunDetailView(APIView):
         query = validated(PollQuerySerializer, request.query_params, location="query")
         run = run_get(kind=self.kind, component_id=component_id, run_id=run_id, session_id=query["session_id"])
         return Response(run_to_wire(run, waiting_on=run_waiting_on(run)))
+
+
+def _fields(request) -> dict:
+    """Form or JSON fields, over the query string's (AgentOS clients send resume fields as a form)."""
+    body = request.data.dict() if hasattr(request.data, "dict") else request.data
+    return {**request.query_params.dict(), **(body if isinstance(body, dict) else {})}
+
+
+class CancelRunView(APIView):
+    kind = "agent"
+
+    @extend_schema(parameters=[CancelSerializer], request=None, responses=schemas.CANCEL_RESPONSES)
+    def post(self, request, component_id: str, run_id: str):
+        component_or_404(self.kind, component_id)
+        query = validated(CancelSerializer, request.query_params, location="query")
+        run_cancel(kind=self.kind, component_id=component_id, run_id=run_id, session_id=query.get("session_id"))
+        return Response({})
+
+
+class ResumeRunView(APIView):
+    kind = "agent"
+
+    @extend_schema(request=ResumeSerializer, responses=schemas.RESUME_RESPONSES)
+    def post(self, request, component_id: str, run_id: str):
+        component_or_404(self.kind, component_id)
+        data = validated(ResumeSerializer, _fields(request), location="body")
+        if not data.get("session_id"):
+            raise SessionRequired()
+        run = run_find(kind=self.kind, component_id=component_id, run_id=run_id, session_id=data["session_id"])
+        target = Target(str(run.run_id), run.component_type, run.status, run.stream) if run else None
+        after = -1 if data["last_event_index"] is None else data["last_event_index"]
+        return sse_response(resume_frames(target, after=after))
 
 
 class ComponentListView(APIView):

@@ -1,0 +1,140 @@
+"""Cancelling a running run (CONTRACT 9): an intent in Redis that the executing attempt sees, wherever it runs.
+
+`cancel_request` stores the intent (24 h) and announces it on the deployment's cancel channel. Every process
+that executes runs has one `Watcher` thread: it hears the announcements, and once a second also looks up the
+intents of the runs it executes (an announcement lost to a Redis hiccup costs at most that second). The run
+loop's checkpoints read a local flag, so checking costs nothing. A run that starts after its intent was stored
+sees it at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+
+import redis
+
+from agentos_project.coordination import coordination, scoped
+
+log = logging.getLogger("agentos.runs")
+INTENT_SECONDS = 24 * 3600
+POLL_SECONDS = 1.0
+
+
+def _intent(run_id) -> str:
+    return scoped(f"cancel:{run_id}")
+
+
+def _channel() -> str:
+    return scoped("cancels")
+
+
+def cancel_request(run_id) -> None:
+    """Record that `run_id` must stop, for whichever process executes it; best effort when Redis is down."""
+    watcher.notify(str(run_id))
+    try:
+        pipeline = coordination().pipeline(transaction=False)
+        pipeline.set(_intent(run_id), 1, ex=INTENT_SECONDS)
+        pipeline.publish(_channel(), str(run_id))
+        pipeline.execute()
+    except redis.RedisError as error:
+        log.warning("run=%s cancellation intent not stored: %s", run_id, error)
+
+
+def cancel_requested(run_id) -> bool:
+    try:
+        return bool(coordination().exists(_intent(run_id)))
+    except redis.RedisError:
+        return False
+
+
+def cancel_clear(run_id) -> None:
+    """Forget a cancellation intent (a requeue that asks for it)."""
+    with contextlib.suppress(redis.RedisError):
+        coordination().delete(_intent(run_id))
+
+
+class Watcher:
+    """The runs this process executes, each with a flag that is set when its cancellation is requested."""
+
+    def __init__(self) -> None:
+        self._flags: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+        self._owner_pid: int | None = None
+
+    @contextlib.contextmanager
+    def watch(self, run_id):
+        """While the block runs, `flag.is_set()` (the yielded flag) says whether `run_id` was asked to stop."""
+        run_id = str(run_id)
+        flag = threading.Event()
+        self._ensure_thread()
+        with self._lock:
+            self._flags[run_id] = flag
+        if cancel_requested(run_id):
+            flag.set()
+        try:
+            yield flag
+        finally:
+            with self._lock:
+                if self._flags.get(run_id) is flag:
+                    del self._flags[run_id]
+
+    def notify(self, run_id: str) -> None:
+        with self._lock:
+            flag = self._flags.get(run_id)
+        if flag is not None:
+            flag.set()
+
+    def _ensure_thread(self) -> None:
+        with self._lock:
+            if self._owner_pid == os.getpid():
+                return
+            self._flags = {}
+            self._owner_pid = os.getpid()
+        threading.Thread(target=self._run, name="agentos-cancel-watcher", daemon=True).start()
+
+    def _run(self) -> None:
+        failing = False
+        while True:
+            try:
+                self._listen()
+            except redis.RedisError as error:
+                if not failing:
+                    log.warning("cancellation watcher lost Redis: %s; retrying every second", error)
+                failing = True
+            except Exception:
+                log.exception("cancellation watcher crashed; restarting")
+            time.sleep(POLL_SECONDS)
+
+    def _listen(self) -> None:
+        pubsub = coordination().pubsub(ignore_subscribe_messages=True)
+        try:
+            pubsub.subscribe(_channel())
+            polled = 0.0
+            while True:
+                message = pubsub.get_message(timeout=POLL_SECONDS)
+                if message is not None and message["type"] == "message":
+                    self.notify(message["data"].decode())
+                if time.monotonic() - polled >= POLL_SECONDS:
+                    self._poll()
+                    polled = time.monotonic()
+        finally:
+            pubsub.close()
+
+    def _poll(self) -> None:
+        with self._lock:
+            run_ids = [run_id for run_id, flag in self._flags.items() if not flag.is_set()]
+        if not run_ids:
+            return
+        pipeline = coordination().pipeline(transaction=False)
+        for run_id in run_ids:
+            pipeline.exists(_intent(run_id))
+        for run_id, requested in zip(run_ids, pipeline.execute(), strict=True):
+            if requested:
+                self.notify(run_id)
+
+
+watcher = Watcher()

@@ -1,0 +1,314 @@
+"""The live event stream's reading half: SSE that tails a run's events, on any web replica (CONTRACT 10).
+
+One Redis pub/sub connection per web process (`Hub`) carries every open stream. A stream first subscribes to
+its run's channel and only then reads the run's buffer (`runs.eventbus`), so each event reaches it by one way
+or both; `event_index` drops the second copy, so a stream never repeats or skips an event. A stream waiting on
+a quiet run holds no thread and no database connection: at each keepalive it rereads the buffer (covering a
+pub/sub gap) and asks PostgreSQL, through a small shared pool, whether the run ended without it hearing so;
+if it did, the stored events finish the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import redis
+import redis.asyncio
+from django.db import connection
+
+from agentos_project.conf import current
+from agentos_project.coordination import scoped
+from agents_registry.events import stream_ending
+
+from . import eventbus
+from .models import STREAM_ENDED
+from .selectors import run_status, run_stored_events
+
+log = logging.getLogger("agentos.streams")
+KEEPALIVE = ": keepalive\n\n"
+RESYNC = b""  # put in every queue when the pub/sub connection had a gap
+SUBSCRIBE_TIMEOUT = 5.0
+
+
+def frame(name: str, data: str) -> str:
+    return f"event: {name}\ndata: {data}\n\n"
+
+
+def meta_frame(name: str, fields: dict) -> str:
+    return frame(name, json.dumps({"event": name, **fields}))
+
+
+class Hub:
+    """The process's pub/sub connection, shared by its streams; plus a client for buffer reads."""
+
+    def __init__(self, url: str) -> None:
+        self.redis = redis.asyncio.Redis.from_url(url, socket_connect_timeout=2, max_connections=64)
+        self._pubsub = None
+        self._queues: dict[str, set[asyncio.Queue]] = {}
+        self._confirmed: dict[str, asyncio.Event] = {}
+        self._reader: asyncio.Task | None = None
+        self._starting = asyncio.Lock()
+
+    async def _start(self) -> None:
+        async with self._starting:
+            if self._reader is None:
+                pubsub = self.redis.pubsub()
+                await pubsub.subscribe(scoped("streams"))  # one subscription always, so reading never idles
+                self._pubsub = pubsub
+                self._reader = asyncio.create_task(self._read(), name="agentos-stream-hub")
+
+    @contextlib.asynccontextmanager
+    async def listening(self, channel: str):
+        """A queue of the raw events published on `channel` from the moment the block starts."""
+        await self._start()
+        queue: asyncio.Queue = asyncio.Queue()
+        listeners = self._queues.setdefault(channel, set())
+        listeners.add(queue)
+        try:
+            if len(listeners) == 1:
+                self._confirmed[channel] = asyncio.Event()
+                await self._pubsub.subscribe(channel)
+            await asyncio.wait_for(self._confirmed[channel].wait(), SUBSCRIBE_TIMEOUT)
+            yield queue
+        finally:
+            listeners.discard(queue)
+            if not listeners and self._queues.get(channel) is listeners:
+                del self._queues[channel]
+                self._confirmed.pop(channel, None)
+                with contextlib.suppress(redis.RedisError, OSError):
+                    await self._pubsub.unsubscribe(channel)
+
+    async def _read(self) -> None:
+        delay = 0.1
+        while True:
+            try:
+                message = await self._pubsub.get_message(timeout=None)
+            except (redis.RedisError, OSError) as error:
+                log.warning("stream hub lost Redis: %s; reconnecting in %.1fs", error, delay)
+                for listeners in self._queues.values():
+                    for queue in listeners:
+                        queue.put_nowait(RESYNC)
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, 2.0)
+                continue
+            delay = 0.1
+            if message is None:
+                continue
+            channel = message["channel"].decode()
+            if message["type"] == "message":
+                for queue in self._queues.get(channel, ()):
+                    queue.put_nowait(message["data"])
+            elif message["type"] == "subscribe" and channel in self._confirmed:
+                self._confirmed[channel].set()
+
+    async def buffered(self, run_id, after: int) -> tuple[list[bytes], int] | None:
+        """The buffered events above `after` and how many the buffer holds; None when there is no buffer."""
+        key = eventbus.buffer_key(run_id)
+        pipeline = self.redis.pipeline(transaction=False)
+        pipeline.zrangebyscore(key, f"({after}", "+inf")
+        pipeline.zcard(key)
+        events, total = await pipeline.execute()
+        return (events, total) if total else None
+
+
+_hubs: dict[asyncio.AbstractEventLoop, Hub] = {}
+
+
+def hub() -> Hub:
+    """This event loop's hub (one per web process in practice)."""
+    loop = asyncio.get_running_loop()
+    if loop not in _hubs:
+        _hubs[loop] = Hub(current().services.redis_url)
+    return _hubs[loop]
+
+
+_database = ThreadPoolExecutor(4, "agentos-stream-db")
+
+
+async def in_database(function: Callable, **kwargs):
+    """Run a short read on the streams' own small pool: a stream never holds a thread or connection of its own."""
+
+    def call():
+        try:
+            return function(**kwargs)
+        except Exception:
+            connection.close()
+            raise
+
+    return await asyncio.get_running_loop().run_in_executor(_database, call)
+
+
+@dataclasses.dataclass
+class Tail:
+    """What a stream has sent: the last index, and whether the run's stream-ending event was among it."""
+
+    run_id: str
+    kind: str
+    last: int = -1
+    ended: bool = False
+
+    def __post_init__(self) -> None:
+        self._ending = stream_ending(self.kind)
+
+    def take(self, raw: bytes | str) -> str | None:
+        """The SSE frame of an event not sent yet; None for one already sent (or after the end)."""
+        data = raw.decode() if isinstance(raw, bytes) else raw
+        event = json.loads(data)
+        if self.ended or event["event_index"] <= self.last:
+            return None
+        self.last = event["event_index"]
+        self.ended = event["event"] in self._ending
+        return frame(event["event"], data)
+
+    def take_all(self, raws) -> list[str]:
+        return [sse for sse in map(self.take, raws) if sse is not None]
+
+
+async def follow(tail: Tail, queue: asyncio.Queue) -> AsyncIterator[str]:
+    """Live frames until the run's stream ends; keepalives while it is quiet."""
+    keepalive = current().streams.keepalive_seconds
+    while not tail.ended:
+        try:
+            raw = await asyncio.wait_for(queue.get(), keepalive)
+        except TimeoutError:
+            raw = None
+        if raw:
+            if sse := tail.take(raw):
+                yield sse
+            continue
+        caught_up = await _catch_up(tail)
+        for sse in caught_up:
+            yield sse
+        if raw is None and not caught_up:
+            yield KEEPALIVE
+
+
+async def _catch_up(tail: Tail) -> list[str]:
+    """After silence or a pub/sub gap: what the buffer has above `tail.last`, else, if the run ended without
+    the stream hearing it, its stored events."""
+    with contextlib.suppress(redis.RedisError, OSError):
+        buffered = await hub().buffered(tail.run_id, tail.last)
+        if buffered and (frames := tail.take_all(buffered[0])):
+            return frames
+    if await in_database(run_status, run_id=tail.run_id) in STREAM_ENDED:
+        stored = await in_database(run_stored_events, run_id=tail.run_id, after=tail.last)
+        frames = tail.take_all(eventbus.encode(event) for event in stored)
+        tail.ended = True
+        return frames
+    return []
+
+
+async def run_tail(run_id, kind: str, *, after: int = -1) -> AsyncIterator[str]:
+    """The run's events above `after` as SSE, live, until its stream ends (a submit with stream=true)."""
+    tail = Tail(str(run_id), kind, last=after)
+    try:
+        async with hub().listening(eventbus.channel(run_id)) as queue:
+            for sse in await _catch_up(tail):
+                yield sse
+            async for sse in follow(tail, queue):
+                yield sse
+    except (redis.RedisError, OSError, TimeoutError) as error:
+        if tail.ended:
+            return
+        log.warning("run=%s stream without Redis (%s): following the database", run_id, error)
+        async for sse in _follow_database(tail):
+            yield sse
+
+
+async def _follow_database(tail: Tail) -> AsyncIterator[str]:
+    """Without Redis: the stored events once the run's stream has ended, keepalives meanwhile."""
+    keepalive = current().streams.keepalive_seconds
+    quiet = 0.0
+    while not tail.ended:
+        if frames := await _catch_up(tail):
+            for sse in frames:
+                yield sse
+            continue
+        await asyncio.sleep(1.0)
+        quiet += 1.0
+        if quiet >= keepalive:
+            quiet = 0.0
+            yield KEEPALIVE
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """The run a resume attaches to, as the database had it when the request came."""
+
+    run_id: str
+    kind: str
+    status: str
+    stream: bool
+
+
+async def resume_frames(target: Target | None, *, after: int) -> AsyncIterator[str]:
+    """`/resume` (CONTRACT 10): catch_up + subscribed + live for a live run; a replay of the buffer, or of the
+    stored events when the buffer has gone, for one whose stream has ended; an error frame for an unknown run."""
+    if target is None:
+        yield meta_frame("error", {"error": "Run not found in buffer or database"})
+        return
+    if target.status in STREAM_ENDED:
+        async for sse in _replay(target, after):
+            yield sse
+        return
+    tail = Tail(target.run_id, target.kind, last=after)
+    async with hub().listening(eventbus.channel(target.run_id)) as queue:
+        buffered = await hub().buffered(target.run_id, after)
+        missed, total = buffered or ([], 0)
+        frames = tail.take_all(missed)
+        yield meta_frame(
+            "catch_up",
+            {
+                "run_id": target.run_id,
+                "status": "running",
+                "missed_events": len(frames),
+                "current_event_count": total,
+                "message": f"Catching up on {len(frames)} missed events.",
+            },
+        )
+        for sse in frames:
+            yield sse
+        if tail.ended:
+            return
+        yield meta_frame(
+            "subscribed",
+            {
+                "run_id": target.run_id,
+                "status": "running",
+                "current_event_count": total,
+                "message": "Subscribed to run. Receiving live events.",
+            },
+        )
+        async for sse in follow(tail, queue):
+            yield sse
+
+
+async def _replay(target: Target, after: int) -> AsyncIterator[str]:
+    buffered = None
+    with contextlib.suppress(redis.RedisError, OSError):
+        buffered = await hub().buffered(target.run_id, after)
+    tail = Tail(target.run_id, target.kind, last=after)
+    status = target.status
+    if buffered is not None:
+        frames = tail.take_all(buffered[0])
+        message = f"Run {status}. Replaying {len(frames)} missed events (of {buffered[1]} total)."
+        extra = {"total_buffered": buffered[1], "last_event_index_requested": after}
+    elif target.stream:
+        stored = await in_database(run_stored_events, run_id=target.run_id, after=after)
+        frames = tail.take_all(eventbus.encode(event) for event in stored)
+        message, extra = "Run completed. Replaying stored events from database.", {}
+    else:
+        frames = []
+        message = f"Run {status} with no stored events: a run submitted without streaming keeps only its final output."
+        extra = {}
+    yield meta_frame(
+        "replay", {"run_id": target.run_id, "status": status, "total_events": len(frames), **extra, "message": message}
+    )
+    for sse in frames:
+        yield sse
