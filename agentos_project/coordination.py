@@ -1,8 +1,9 @@
 """Redis as agentos uses it for coordination: one client per URL per process, and names scoped to a deployment.
 
 Redis pub/sub ignores the database number (a publish on db 12 reaches a subscriber on db 0), so every channel,
-and for symmetry every key, carries a prefix derived from the deployment's PostgreSQL database: two agentos
-installations sharing one Redis never hear each other's events or cancellations.
+and for symmetry every key, carries a prefix derived from the PostgreSQL database the process uses (host, port,
+name, as Django connects to it): two agentos installations sharing one Redis never hear each other's events
+or cancellations.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import functools
 import hashlib
 
 import redis
+from django.db import connections
 
-from .conf import current, masked
+from .conf import current
 
 
 @functools.cache
@@ -27,10 +29,11 @@ def coordination() -> redis.Redis:
 
 
 @functools.cache
-def _prefix(database_url: str) -> str:
-    return "agentos:" + hashlib.sha256(masked(database_url).encode()).hexdigest()[:12]
+def _prefix(host: str, port: str, name: str) -> str:
+    return "agentos:" + hashlib.sha256(f"{host}:{port}/{name}".encode()).hexdigest()[:12]
 
 
 def scoped(name: str) -> str:
     """`name` under this deployment's prefix, e.g. `agentos:3f2a…:run:<id>`."""
-    return f"{_prefix(current().services.database_url)}:{name}"
+    database = connections["default"].settings_dict
+    return f"{_prefix(database['HOST'], str(database['PORT']), database['NAME'])}:{name}"

@@ -15,6 +15,7 @@ from .context import PermanentRunError, RunContext
 from .tools import Tool
 
 SLEEP_PATTERN = re.compile(r"sleep=(\d+(?:\.\d+)?)")
+PACE_PATTERN = re.compile(r"pace=(\d+(?:\.\d+)?)")
 NUL_ESCAPE = "\\u0000"
 
 
@@ -36,7 +37,8 @@ def last_user_turn(messages: Sequence[dict]) -> int:
 class StubModel:
     """Waits `sleep=N` seconds named in the prompt (default 1), then streams an echo word by word.
 
-    `explode` in the prompt raises after the wait; `delete` asks for `delete_temp_files` when that tool is offered.
+    `explode` in the prompt raises after the wait; `delete` asks for `delete_temp_files` when that tool is offered;
+    `pace=S` waits S seconds before each word after the first (a slow stream, for stream tests and benchmarks).
     The six characters `\\u0000` in the prompt are echoed as a NUL character (clients cannot send a real one), so
     tests can see what happens to an answer PostgreSQL cannot store as it is.
     """
@@ -63,7 +65,10 @@ class StubModel:
             return
         echoed = prompt.replace(NUL_ESCAPE, "\x00")
         answer = "done: tool result received" if answered_tool else f"echo: {echoed} (history: {turn} messages)"
+        pace = PACE_PATTERN.search(prompt)
         for index, word in enumerate(answer.split(" ")):
+            if index and pace and ctx.wait(float(pace.group(1)), step=0.01):
+                return
             yield word if index == 0 else f" {word}"
 
 

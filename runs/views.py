@@ -86,7 +86,7 @@ class CancelRunView(APIView):
     @extend_schema(parameters=[CancelSerializer], request=None, responses=schemas.CANCEL_RESPONSES)
     def post(self, request, component_id: str, run_id: str):
         component_or_404(self.kind, component_id)
-        query = validated(CancelSerializer, request.query_params, location="query")
+        query = validated(CancelSerializer, _fields(request), location="query")
         run_cancel(kind=self.kind, component_id=component_id, run_id=run_id, session_id=query.get("session_id"))
         return Response({})
 

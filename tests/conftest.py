@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -245,6 +246,71 @@ class ServeProcess(ChildProcess):
             data={"message": message, "session_id": session_id, "background": "true", "stream": "false"},
             timeout=30,
         )
+
+
+class WebProcess(ChildProcess):
+    """One web replica: uvicorn serving agentos_project.asgi on a free port, as `serve` runs it."""
+
+    def __init__(self, log_path: Path, env: dict[str, str]):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        uvicorn = [sys.executable, "-m", "uvicorn", "agentos_project.asgi:application", "--port", str(self.port)]
+        options = ["--no-access-log", "--timeout-graceful-shutdown", "2", "--lifespan", "off"]
+        super().__init__(uvicorn + options, log_path, env)
+
+    def wait_ready(self, timeout: float = 30) -> WebProcess:
+        def healthy():
+            try:
+                return requests.get(f"{self.url}/health", timeout=2).status_code == 200
+            except requests.RequestException:
+                return False
+
+        self.wait_for(healthy, timeout=timeout, what="the web replica to answer /health")
+        return self
+
+    def post(self, path: str, *, streaming: bool = False, timeout: float = 30, **fields) -> requests.Response:
+        """POST `fields` as a form; `streaming` reads the answer as it arrives (an SSE stream)."""
+        return requests.post(f"{self.url}{path}", data=fields, stream=streaming, timeout=timeout)
+
+    def poll(self, run_id: str, session_id: str, agent: str = "stub-agent") -> dict:
+        response = requests.get(
+            f"{self.url}/agents/{agent}/runs/{run_id}", params={"session_id": session_id}, timeout=10
+        )
+        assert response.status_code == 200, response.text
+        return response.json()
+
+
+@pytest.fixture
+def start_web(transactional_db, redis_db, tmp_path):
+    """Start web replicas (uvicorn) against the test database; stopped before the tables are flushed."""
+    replicas: list[WebProcess] = []
+
+    def start(**env: str) -> WebProcess:
+        replica = WebProcess(tmp_path / f"web{len(replicas) + 1}.log", process_env(**env))
+        replicas.append(replica)
+        return replica.wait_ready()
+
+    yield start
+    for replica in replicas:
+        replica.stop()
+
+
+def sse_frames(response: requests.Response):
+    """The frames of a `text/event-stream` response as they arrive: (event name, data) pairs, and
+    ("keepalive", None) for a keepalive comment."""
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/event-stream")
+    buffer = b""
+    for chunk in response.iter_content(chunk_size=None):
+        buffer += chunk
+        while b"\n\n" in buffer:
+            block, buffer = buffer.split(b"\n\n", 1)
+            text = block.decode()
+            if text.startswith(":"):
+                yield ("keepalive" if text == ": keepalive" else text, None)
+                continue
+            fields = dict(line.split(": ", 1) for line in text.split("\n"))
+            yield fields["event"], json.loads(fields["data"])
 
 
 @pytest.fixture

@@ -130,21 +130,6 @@ def test_teams_and_workflows_share_the_wire_format(api, prefix, kind):
     assert (ticket.component_type, ticket.component_id) == (kind, prefix.rsplit("/", 1)[1])
 
 
-def test_inline_run_answers_the_run_body_and_is_not_queued(api):
-    response = submit(api, fmt="json", message="inline sleep=0", background=False, stream=False, session_id="s-in")
-
-    assert response.status_code == 200
-    body = response.json()
-    assert body["status"] == "COMPLETED"
-    assert body["content"] == "echo: inline sleep=0 (history: 0 messages)"
-    assert body["agent_id"] == "stub-agent"
-    assert not Ticket.objects.exists()
-    assert AgentSession.objects.get(pk="s-in").messages == [
-        {"role": "user", "content": "inline sleep=0"},
-        {"role": "assistant", "content": "echo: inline sleep=0 (history: 0 messages)"},
-    ]
-
-
 @pytest.mark.django_db(transaction=True)
 def test_forty_parallel_submits_to_a_queue_of_five_get_exactly_five_202s(redis_db):
     def client(number: int) -> int:
