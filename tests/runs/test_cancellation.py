@@ -1,0 +1,46 @@
+"""Cancellation intents in Redis and the watcher that turns them into a flag the run loop checks."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from runs import cancellation
+from tests.conftest import wait_until
+
+
+def test_an_intent_stored_before_the_run_starts_is_seen_at_once(redis_db):
+    run_id = str(uuid.uuid4())
+    cancellation.cancel_request(run_id)
+
+    with cancellation.watcher.watch(run_id) as cancelled:
+        assert cancelled.is_set()
+    assert 0 < redis_db.ttl(cancellation._intent(run_id)) <= 24 * 3600
+
+
+def test_a_cancel_announced_while_the_run_executes_sets_its_flag(redis_db):
+    run_id, other = str(uuid.uuid4()), str(uuid.uuid4())
+    with cancellation.watcher.watch(run_id) as cancelled, cancellation.watcher.watch(other) as untouched:
+        assert not cancelled.is_set()
+        redis_db.publish(cancellation._channel(), run_id)  # as another process's cancel_request announces it
+        wait_until(cancelled.is_set, timeout=2, what="the announcement to arrive")
+        assert not untouched.is_set()
+
+
+def test_an_intent_whose_announcement_was_lost_is_found_within_a_second_or_so(redis_db):
+    run_id = str(uuid.uuid4())
+    with cancellation.watcher.watch(run_id) as cancelled:
+        redis_db.set(cancellation._intent(run_id), 1)  # stored, never announced
+
+        wait_until(cancelled.is_set, timeout=2.5, what="the watcher's poll to find the intent")
+
+
+@pytest.mark.parametrize("cleared", [True, False])
+def test_cancel_clear_forgets_an_intent(redis_db, cleared):
+    run_id = str(uuid.uuid4())
+    cancellation.cancel_request(run_id)
+    if cleared:
+        cancellation.cancel_clear(run_id)
+
+    assert cancellation.cancel_requested(run_id) is not cleared

@@ -1,0 +1,84 @@
+"""Publishing live events: the buffer and channel in Redis, held events only after commit, index continuity."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from django.db import transaction
+
+from runs import eventbus
+from runs.execution import EventSink, first_event_index
+from runs.models import Run
+from tests.conftest import wait_until
+from tests.runs.conftest import accept_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def buffered(redis_db, run_id) -> list[dict]:
+    return [json.loads(raw) for raw in redis_db.zrange(eventbus.buffer_key(run_id), 0, -1)]
+
+
+def next_message(pubsub) -> dict:
+    return wait_until(lambda: pubsub.get_message(timeout=0.1), timeout=2, what="a published event")
+
+
+def test_events_are_buffered_in_index_order_and_published_on_the_runs_channel(redis_db):
+    run_id = str(uuid.uuid4())
+    pubsub = redis_db.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(eventbus.channel(run_id))
+
+    eventbus.sender.send(run_id, [{"event": "RunContent", "event_index": i, "content": f"c{i}"} for i in (2, 0, 1)])
+    assert eventbus.sender.flush()
+
+    published = [json.loads(next_message(pubsub)["data"])["event_index"] for _ in range(3)]
+    assert published == [2, 0, 1]  # as sent
+    assert [event["event_index"] for event in buffered(redis_db, run_id)] == [0, 1, 2]  # by index
+    assert eventbus.last_index(run_id) == 2
+    assert 0 < redis_db.ttl(eventbus.buffer_key(run_id)) <= 3600
+
+
+def test_a_held_event_is_published_only_when_its_transaction_commits(redis_db):
+    committed, rolled_back = str(uuid.uuid4()), str(uuid.uuid4())
+
+    with transaction.atomic():
+        eventbus.sender.send_on_commit(committed, [{"event": "RunCompleted", "event_index": 3}])
+        assert eventbus.sender.flush()
+        assert buffered(redis_db, committed) == []
+    with pytest.raises(RuntimeError), transaction.atomic():
+        eventbus.sender.send_on_commit(rolled_back, [{"event": "RunCompleted", "event_index": 3}])
+        raise RuntimeError("rolled back")
+    assert eventbus.sender.flush()
+
+    assert buffered(redis_db, committed) == [{"event": "RunCompleted", "event_index": 3}]
+    assert buffered(redis_db, rolled_back) == []
+
+
+def test_a_sink_sends_chunks_at_once_and_holds_the_end(redis_db):
+
+    run = Run.objects.get(pk=accept_run(session_id="sink-1"))
+    sink = EventSink(run, attempt=1, first_index=0)
+
+    sink.emit("RunStarted", {})
+    sink.emit("RunContent", {"content": "hi"})
+    sink.emit("RunCompleted", {"content": "hi"})
+    assert eventbus.sender.flush()
+
+    assert [event["event"] for event in buffered(redis_db, run.run_id)] == ["RunStarted", "RunContent"]
+    assert [event["event"] for event in sink.held] == ["RunCompleted"]
+    assert [event["event"] for event in sink.stored] == ["RunStarted", "RunCompleted"]
+
+
+def test_a_new_leg_numbers_after_what_a_dead_attempt_published(redis_db):
+
+    run = Run.objects.get(pk=accept_run(session_id="sink-2"))
+    assert first_event_index(run) == 0
+    eventbus.sender.send(run.run_id, [{"event": "RunContent", "event_index": i} for i in range(6)])
+    assert eventbus.sender.flush()
+
+    assert first_event_index(run) == 6  # the attempt died before storing anything: next_event_index is still 0
+    Run.objects.filter(pk=run.run_id).update(next_event_index=9)
+    run.refresh_from_db()
+    assert first_event_index(run) == 9
