@@ -5,8 +5,9 @@ from django.core.management.base import BaseCommand
 from bench import backlog as blocked_backlog
 from bench.demo import run_scenario
 from bench.harness import Client, Figure, accept_latency, drain, handoff, percentile
+from bench.streams import cancel_times, delivery_delays
 
-SCENARIOS = ("accept", "drain", "handoff", "backlog", "order", "seed")
+SCENARIOS = ("accept", "drain", "handoff", "backlog", "order", "seed", "stream")
 
 
 class Command(BaseCommand):
@@ -23,9 +24,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--unordered-url", help="a second server started with AGENTOS_QUEUE_PER_SESSION=false (scenario order)"
         )
+        parser.add_argument("--replica-url", help="a second web replica of the same deployment (scenario stream)")
+        parser.add_argument("--events", type=int, default=1000, help="events the stream scenario publishes")
 
     def handle(self, *args, url, repeats, scenario, clients, runs, sessions, backlog, unordered_url, **options):
         self.client = Client(url)
+        self.replica = Client(options["replica_url"] or url)
+        self.events = options["events"]
         self.options = {"clients": clients, "runs": runs, "sessions": sessions}
         for name in scenario or SCENARIOS:
             if name == "order" and not unordered_url:
@@ -105,3 +110,20 @@ class Command(BaseCommand):
             gaps.append((lanes["B"].started() - lanes["A"].ended()) * 1000)
             skews.append(abs(lanes["D"].started() - lanes["A"].started()) * 1000)
         return [Figure("seed: A end to B start", "ms", gaps), Figure("seed: A and D start apart", "ms", skews)]
+
+    def bench_stream(self, repeats, **_):
+        """Publish-to-SSE delay on the other replica, and cancel (on the other replica) to CANCELLED."""
+        p50, p99, cancel50, cancel99 = [], [], [], []
+        for _ in range(repeats):
+            delays = delivery_delays(self.client, self.replica, events=self.events)
+            p50.append(percentile(delays, 0.50))
+            p99.append(percentile(delays, 0.99))
+            times = cancel_times(self.client, self.replica)
+            cancel50.append(percentile(times, 0.50))
+            cancel99.append(percentile(times, 0.99))
+        return [
+            Figure(f"stream delay p50 ({self.events} events)", "ms", p50),
+            Figure(f"stream delay p99 ({self.events} events)", "ms", p99),
+            Figure("cancel to CANCELLED p50 (20 runs)", "ms", cancel50),
+            Figure("cancel to CANCELLED p99 (20 runs)", "ms", cancel99),
+        ]
