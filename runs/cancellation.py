@@ -9,6 +9,7 @@ sees it at once.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -94,17 +95,19 @@ class Watcher:
                 return
             self._flags = {}
             self._owner_pid = os.getpid()
+        self._stopping = threading.Event()
+        atexit.register(self._stopping.set)  # quiet while the process (and perhaps its Redis) shuts down
         threading.Thread(target=self._run, name="agentos-cancel-watcher", daemon=True).start()
 
     def _run(self) -> None:
-        failing = False
-        while True:
+        self._failing = False
+        while not self._stopping.is_set():
             try:
                 self._listen()
             except redis.RedisError as error:
-                if not failing:
+                if not self._failing and not self._stopping.is_set():
                     log.warning("cancellation watcher lost Redis: %s; retrying every second", error)
-                failing = True
+                self._failing = True
             except Exception:
                 log.exception("cancellation watcher crashed; restarting")
             time.sleep(POLL_SECONDS)
@@ -113,6 +116,9 @@ class Watcher:
         pubsub = coordination().pubsub(ignore_subscribe_messages=True)
         try:
             pubsub.subscribe(_channel())
+            if self._failing:
+                log.info("cancellation watcher has Redis again")
+                self._failing = False
             polled = 0.0
             while True:
                 message = pubsub.get_message(timeout=POLL_SECONDS)

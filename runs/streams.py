@@ -217,11 +217,11 @@ async def run_tail(run_id, kind: str, *, after: int = -1) -> AsyncIterator[str]:
         if tail.ended:
             return
         log.warning("run=%s stream without Redis (%s): following the database", run_id, error)
-        async for sse in _follow_database(tail):
+        async for sse in follow_database(tail):
             yield sse
 
 
-async def _follow_database(tail: Tail) -> AsyncIterator[str]:
+async def follow_database(tail: Tail) -> AsyncIterator[str]:
     """Without Redis: the stored events once the run's stream has ended, keepalives meanwhile."""
     keepalive = current().streams.keepalive_seconds
     quiet = 0.0
@@ -235,80 +235,3 @@ async def _follow_database(tail: Tail) -> AsyncIterator[str]:
         if quiet >= keepalive:
             quiet = 0.0
             yield KEEPALIVE
-
-
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """The run a resume attaches to, as the database had it when the request came."""
-
-    run_id: str
-    kind: str
-    status: str
-    stream: bool
-
-
-async def resume_frames(target: Target | None, *, after: int) -> AsyncIterator[str]:
-    """`/resume` (CONTRACT 10): catch_up + subscribed + live for a live run; a replay of the buffer, or of the
-    stored events when the buffer has gone, for one whose stream has ended; an error frame for an unknown run."""
-    if target is None:
-        yield meta_frame("error", {"error": "Run not found in buffer or database"})
-        return
-    if target.status in STREAM_ENDED:
-        async for sse in _replay(target, after):
-            yield sse
-        return
-    tail = Tail(target.run_id, target.kind, last=after)
-    async with hub().listening(eventbus.channel(target.run_id)) as queue:
-        buffered = await hub().buffered(target.run_id, after)
-        missed, total = buffered or ([], 0)
-        frames = tail.take_all(missed)
-        yield meta_frame(
-            "catch_up",
-            {
-                "run_id": target.run_id,
-                "status": "running",
-                "missed_events": len(frames),
-                "current_event_count": total,
-                "message": f"Catching up on {len(frames)} missed events.",
-            },
-        )
-        for sse in frames:
-            yield sse
-        if tail.ended:
-            return
-        yield meta_frame(
-            "subscribed",
-            {
-                "run_id": target.run_id,
-                "status": "running",
-                "current_event_count": total,
-                "message": "Subscribed to run. Receiving live events.",
-            },
-        )
-        async for sse in follow(tail, queue):
-            yield sse
-
-
-async def _replay(target: Target, after: int) -> AsyncIterator[str]:
-    buffered = None
-    with contextlib.suppress(redis.RedisError, OSError):
-        buffered = await hub().buffered(target.run_id, after)
-    tail = Tail(target.run_id, target.kind, last=after)
-    status = target.status
-    if buffered is not None:
-        frames = tail.take_all(buffered[0])
-        message = f"Run {status}. Replaying {len(frames)} missed events (of {buffered[1]} total)."
-        extra = {"total_buffered": buffered[1], "last_event_index_requested": after}
-    elif target.stream:
-        stored = await in_database(run_stored_events, run_id=target.run_id, after=after)
-        frames = tail.take_all(eventbus.encode(event) for event in stored)
-        message, extra = "Run completed. Replaying stored events from database.", {}
-    else:
-        frames = []
-        message = f"Run {status} with no stored events: a run submitted without streaming keeps only its final output."
-        extra = {}
-    yield meta_frame(
-        "replay", {"run_id": target.run_id, "status": status, "total_events": len(frames), **extra, "message": message}
-    )
-    for sse in frames:
-        yield sse

@@ -18,10 +18,11 @@ from . import schemas
 from .exceptions import ComponentNotFound, SessionRequired
 from .idempotency import idempotency_key
 from .responses import cancelled_on_disconnect, inline_json_response, sse_response
+from .resume import Target, resume_frames
 from .selectors import run_find, run_get, run_to_wire, run_waiting_on
 from .serializers import CancelSerializer, PollQuerySerializer, ResumeSerializer, SubmitSerializer, validated
 from .services import run_cancel, run_start_inline, run_submit
-from .streams import Target, resume_frames, run_tail
+from .streams import run_tail
 from .submission import Submission
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
@@ -323,3 +324,41 @@ def test_non_durable_runs_stream_and_wait_for_a_slot_where_they_can_be_cancelled
     assert rest[-1][0] == "RunCancelled"
     assert (after["status"], after["cancellation_stage"]) == ("CANCELLED", "PENDING")
     wait_until(lambda: web.poll(busy["run_id"], "nd-1")["status"] == "COMPLETED", timeout=20, what="the busy run")
+
+
+def test_a_team_stream_ends_with_the_teams_end_not_a_members(start_web, start_worker):
+    start_worker()
+    web = start_web()
+
+    frames = list(
+        sse_frames(web.post("/teams/stub-team/runs", streaming=True, message="hi team sleep=0", background="true"))
+    )
+
+    names = [name for name, _ in frames]
+    assert names[0] == "TeamRunStarted" and names[-1] == "TeamRunCompleted"
+    assert names.count("RunCompleted") == 2  # the members', which did not close the stream
+    assert indices(frames) == list(range(len(frames)))
+
+
+def test_event_indices_go_on_increasing_when_a_killed_attempt_is_re_executed(start_web, start_worker, start_sweeper):
+    grace = {"AGENTOS_LOCK_GRACE_SECONDS": "3", "AGENTOS_POLL_INTERVAL": "0.5", "AGENTOS_MAX_ATTEMPTS": "2"}
+    doomed = start_worker(concurrency=2, **grace)
+    start_sweeper(**grace)
+    web = start_web(**grace)
+    response = web.post(
+        RUNS, streaming=True, message=f"{words(40)} pace=0.05 sleep=0", session_id="re-1", background="true"
+    )
+    frames = sse_frames(response)
+    first = read_until(frames, lambda name, data: data and data["event_index"] == 10)
+
+    doomed.signal(signal.SIGKILL)
+    start_worker(concurrency=2, **grace)
+    rest = list(frames)
+
+    seen = indices(first + rest)
+    assert seen == sorted(set(seen))  # strictly increasing, across the two attempts
+    assert [name for name, _ in first + rest].count("RunStarted") == 2
+    restarted = [data["event_index"] for name, data in rest if name == "RunStarted"][0]
+    assert restarted > 10
+    assert rest[-1][0] == "RunCompleted"
+    assert Run.objects.get(session_id="re-1").attempt == 2

@@ -1,0 +1,113 @@
+"""`/resume` (CONTRACT 10): attach again to a run's stream, from after the last event the client has.
+
+- a live run: a `catch_up` frame with the number missed, the missed events, `subscribed`, then live events;
+- a run whose stream ended (finished or paused): a `replay` frame and the events above the index, from the Redis
+  buffer, or once it expired from the stored events (a run submitted without streaming: none, and a message);
+- an unknown run: an `error` frame.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import AsyncIterator
+
+import redis
+
+from . import eventbus
+from .models import STREAM_ENDED
+from .selectors import run_stored_events
+from .streams import Tail, follow, follow_database, hub, in_database, meta_frame
+
+log = logging.getLogger("agentos.streams")
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """The run a resume attaches to, as the database had it when the request came."""
+
+    run_id: str
+    kind: str
+    status: str
+    stream: bool
+
+
+async def resume_frames(target: Target | None, *, after: int) -> AsyncIterator[str]:
+    """`/resume` (CONTRACT 10): catch_up + subscribed + live for a live run; a replay of the buffer, or of the
+    stored events when the buffer has gone, for one whose stream has ended; an error frame for an unknown run."""
+    if target is None:
+        yield meta_frame("error", {"error": "Run not found in buffer or database"})
+        return
+    if target.status in STREAM_ENDED:
+        async for sse in _replay(target, after):
+            yield sse
+        return
+    tail = Tail(target.run_id, target.kind, last=after)
+    try:
+        async for sse in _resume_live(target, tail):
+            yield sse
+    except (redis.RedisError, OSError, TimeoutError) as error:
+        if tail.ended:
+            return
+        log.warning("run=%s resumed without Redis (%s): following the database", target.run_id, error)
+        async for sse in follow_database(tail):
+            yield sse
+
+
+async def _resume_live(target: Target, tail: Tail) -> AsyncIterator[str]:
+    after = tail.last
+    async with hub().listening(eventbus.channel(target.run_id)) as queue:
+        buffered = await hub().buffered(target.run_id, after)
+        missed, total = buffered or ([], 0)
+        frames = tail.take_all(missed)
+        yield meta_frame(
+            "catch_up",
+            {
+                "run_id": target.run_id,
+                "status": "running",
+                "missed_events": len(frames),
+                "current_event_count": total,
+                "message": f"Catching up on {len(frames)} missed events.",
+            },
+        )
+        for sse in frames:
+            yield sse
+        if tail.ended:
+            return
+        yield meta_frame(
+            "subscribed",
+            {
+                "run_id": target.run_id,
+                "status": "running",
+                "current_event_count": total,
+                "message": "Subscribed to run. Receiving live events.",
+            },
+        )
+        async for sse in follow(tail, queue):
+            yield sse
+
+
+async def _replay(target: Target, after: int) -> AsyncIterator[str]:
+    buffered = None
+    with contextlib.suppress(redis.RedisError, OSError):
+        buffered = await hub().buffered(target.run_id, after)
+    tail = Tail(target.run_id, target.kind, last=after)
+    status = target.status
+    if buffered is not None:
+        frames = tail.take_all(buffered[0])
+        message = f"Run {status}. Replaying {len(frames)} missed events (of {buffered[1]} total)."
+        extra = {"total_buffered": buffered[1], "last_event_index_requested": after}
+    elif target.stream:
+        stored = await in_database(run_stored_events, run_id=target.run_id, after=after)
+        frames = tail.take_all(eventbus.encode(event) for event in stored)
+        message, extra = "Run completed. Replaying stored events from database.", {}
+    else:
+        frames = []
+        message = f"Run {status} with no stored events: a run submitted without streaming keeps only its final output."
+        extra = {}
+    yield meta_frame(
+        "replay", {"run_id": target.run_id, "status": status, "total_events": len(frames), **extra, "message": message}
+    )
+    for sse in frames:
+        yield sse
