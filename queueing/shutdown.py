@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 
 from agentos_project.conf import current
 
@@ -28,6 +29,13 @@ INTERRUPTED = "interrupted by worker shutdown"
 class _State:
     draining = threading.Event()
     interrupted = threading.Event()
+    before_exit: list[Callable[[], object]] = []
+
+
+def before_exit(flush: Callable[[], object]) -> None:
+    """Have `flush` called (briefly) before a drain that had to settle stragglers ends the process: the app that
+    owns the work sends what it still owes (its live events) there."""
+    _State.before_exit.append(flush)
 
 
 def draining() -> bool:
@@ -67,6 +75,8 @@ def begin(*, active_claims, settle, exit_process=os._exit) -> threading.Thread:
             log.warning("ticket=%s attempt=%s did not stop; settled as interrupted", claim.ticket_id, claim.attempt)
             settle(claim, interrupted_outcome())
         router.publisher.flush(2)
+        for flush in _State.before_exit:
+            flush()
         exit_process(0)
 
     timer = threading.Thread(target=close_window, name="agentos-drain", daemon=True)

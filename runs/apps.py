@@ -8,6 +8,10 @@ class RunsConfig(AppConfig):
     verbose_name = "Runs"
 
     def ready(self) -> None:
-        from .executor import RunExecutor  # imports the models: only once the apps are loaded
+        from queueing import shutdown  # these import the models: only once the apps are loaded
+
+        from .eventbus import sender
+        from .executor import RunExecutor
 
         register_executor(RunExecutor())
+        shutdown.before_exit(lambda: sender.flush(2))
