@@ -3,12 +3,13 @@ its synchronous code on a few long-lived threads.
 
 Django runs each request's synchronous part (middleware and DRF views) on a thread of that request's own,
 kept until the response ends: with streams open for minutes, that is a thread per open stream. Here each
-request gets one of SYNC_THREADS single-thread executors instead (round robin), so its synchronous steps
-still run on one thread, and a stream, once its view has returned, holds none.
+request gets one of SYNC_THREADS single-thread executors instead, the one with the least work waiting, so its
+synchronous steps still run on one thread, a slow request holds up none that another thread could serve, and
+a stream, once its view has returned, holds no thread at all.
 """
 
-import itertools
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import ThreadSensitiveContext
@@ -22,17 +23,36 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentos_project.settings.base")
 SYNC_THREADS = 16
 
 
+class CountingExecutor(ThreadPoolExecutor):
+    """One thread, and how many calls it has queued or running."""
+
+    def __init__(self, name: str):
+        super().__init__(max_workers=1, thread_name_prefix=name)
+        self.load = 0
+        self._count = threading.Lock()
+
+    def submit(self, fn, /, *args, **kwargs):
+        with self._count:
+            self.load += 1
+        future = super().submit(fn, *args, **kwargs)
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, _future) -> None:
+        with self._count:
+            self.load -= 1
+
+
 class SharedThreads:
     def __init__(self, app, threads: int = SYNC_THREADS):
         self.app = app
-        self._executors = itertools.cycle(
-            [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"agentos-sync-{n}") for n in range(threads)]
-        )
+        self._executors = [CountingExecutor(f"agentos-sync-{n}") for n in range(threads)]
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        async with ThreadSensitiveContext(executor=next(self._executors)):
+        executor = min(self._executors, key=lambda candidate: candidate.load)
+        async with ThreadSensitiveContext(executor=executor):
             await self.app(scope, receive, send)
 
 

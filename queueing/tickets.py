@@ -376,26 +376,29 @@ def ticket_requeue(*, ticket_id: str, grace_seconds: float, force: bool = False)
         if session_id is None:
             return RequeueResult.NOT_REQUEUEABLE
         session_lock(session_id)
-        recent = "status = 'failed' AND completed_at > statement_timestamp() - %s * interval '1 second'"
+        recent = "t.status = 'failed' AND t.completed_at > statement_timestamp() - %s * interval '1 second'"
         row = _update_returning(
             f"""
             WITH line AS (SELECT coalesce(max(session_seq), 0) AS last_seq,
                                  coalesce(bool_or(serialized), false) AS occupied
-                          FROM {TABLE} WHERE session_id = %s AND status IN {_LIVE_SQL})
-            UPDATE {TABLE} SET status = 'queued', max_attempts = attempt + 1, session_seq = line.last_seq + 1,
-                   is_head = serialized AND NOT line.occupied, available_at = statement_timestamp(), locked_by = NULL,
-                   locked_at = NULL, completed_at = NULL, updated_at = statement_timestamp()
-            FROM line
-            WHERE id = %s AND status IN ('failed', 'cancelled') AND (%s OR NOT ({recent}))
-            RETURNING is_head, NOT serialized
+                          FROM {TABLE} WHERE session_id = %s AND status IN {_LIVE_SQL}),
+                 old AS (SELECT id, status FROM {TABLE} WHERE id = %s FOR UPDATE)
+            UPDATE {TABLE} AS t SET status = 'queued', max_attempts = t.attempt + 1,
+                   session_seq = line.last_seq + 1, is_head = t.serialized AND NOT line.occupied,
+                   available_at = statement_timestamp(), locked_by = NULL, locked_at = NULL, completed_at = NULL,
+                   updated_at = statement_timestamp()
+            FROM line, old
+            WHERE t.id = old.id AND t.status IN ('failed', 'cancelled') AND (%s OR NOT ({recent}))
+            RETURNING t.is_head OR NOT t.serialized, old.status
             """,
             [session_id, ticket_id, force, grace_seconds],
         )
         if row is None:
             exists = Ticket.objects.filter(pk=ticket_id, status__in=(TicketStatus.FAILED, TicketStatus.CANCELLED))
             return RequeueResult.TOO_RECENT if exists.exists() else RequeueResult.NOT_REQUEUEABLE
-        get_executor().settle(Settlement(str(ticket_id), TicketStatus.QUEUED, 0))
-        if any(row):
+        publish, previous = row
+        get_executor().settle(Settlement(str(ticket_id), TicketStatus.QUEUED, 0, previous=previous))
+        if publish:
             router.on_commit(ticket_id)
     return RequeueResult.REQUEUED
 

@@ -1,10 +1,11 @@
 """Cancelling a running run (CONTRACT 9): an intent in Redis that the executing attempt sees, wherever it runs.
 
-`cancel_request` stores the intent (24 h) and announces it on the deployment's cancel channel. Every process
-that executes runs has one `Watcher` thread: it hears the announcements, and once a second also looks up the
-intents of the runs it executes (an announcement lost to a Redis hiccup costs at most that second). The run
-loop's checkpoints read a local flag, so checking costs nothing. A run that starts after its intent was stored
-sees it at once.
+`cancel_request` stores the intent (24 h) and announces it on the deployment's cancel channel; the service that
+calls it has also marked the run's row (`cancel_requested_at`). Every process that executes runs has one
+`Watcher` thread: it hears the announcements, and once a second also looks up the intents of the runs it
+executes, in Redis and in PostgreSQL (an announcement lost to a Redis hiccup, or a cancel made while Redis was
+down, costs at most that second). The run loop's checkpoints read a local flag, so checking costs nothing. A
+run that starts after its intent was stored sees it at once.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ import threading
 import time
 
 import redis
+from django.db import connection
 
 from agentos_project.coordination import coordination, scoped
+
+from .selectors import runs_cancel_requested
 
 log = logging.getLogger("agentos.runs")
 INTENT_SECONDS = 24 * 3600
@@ -64,6 +68,7 @@ class Watcher:
     def __init__(self) -> None:
         self._flags: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
+        self.listening = threading.Event()  # subscribed to the cancel channel now
         self._owner_pid: int | None = None
 
     @contextlib.contextmanager
@@ -100,47 +105,56 @@ class Watcher:
         threading.Thread(target=self._run, name="agentos-cancel-watcher", daemon=True).start()
 
     def _run(self) -> None:
-        self._failing = False
+        pubsub, failing, polled = None, False, 0.0
         while not self._stopping.is_set():
             try:
-                self._listen()
-            except redis.RedisError as error:
-                if not self._failing and not self._stopping.is_set():
-                    log.warning("cancellation watcher lost Redis: %s; retrying every second", error)
-                self._failing = True
-            except Exception:
-                log.exception("cancellation watcher crashed; restarting")
-            time.sleep(POLL_SECONDS)
-
-    def _listen(self) -> None:
-        pubsub = coordination().pubsub(ignore_subscribe_messages=True)
-        try:
-            pubsub.subscribe(_channel())
-            if self._failing:
-                log.info("cancellation watcher has Redis again")
-                self._failing = False
-            polled = 0.0
-            while True:
+                if pubsub is None:
+                    pubsub = coordination().pubsub(ignore_subscribe_messages=True)
+                    pubsub.subscribe(_channel())
+                    self.listening.set()
+                    if failing:
+                        log.info("cancellation watcher has Redis again")
+                    failing = False
                 message = pubsub.get_message(timeout=POLL_SECONDS)
                 if message is not None and message["type"] == "message":
                     self.notify(message["data"].decode())
-                if time.monotonic() - polled >= POLL_SECONDS:
-                    self._poll()
-                    polled = time.monotonic()
-        finally:
-            pubsub.close()
+            except redis.RedisError as error:
+                if not failing and not self._stopping.is_set():
+                    log.warning("cancellation watcher lost Redis: %s; the database is asked meanwhile", error)
+                failing = True
+                self.listening.clear()
+                if pubsub is not None:
+                    with contextlib.suppress(redis.RedisError):
+                        pubsub.close()
+                pubsub = None
+                self._stopping.wait(POLL_SECONDS)
+            if time.monotonic() - polled >= POLL_SECONDS:
+                self._poll()
+                polled = time.monotonic()
 
     def _poll(self) -> None:
+        """Find the intents of the runs watched here whose announcement this process missed: in Redis, and in
+        PostgreSQL (which has every cancel asked of a running run, Redis down or not)."""
         with self._lock:
             run_ids = [run_id for run_id, flag in self._flags.items() if not flag.is_set()]
         if not run_ids:
             return
-        pipeline = coordination().pipeline(transaction=False)
-        for run_id in run_ids:
-            pipeline.exists(_intent(run_id))
-        for run_id, requested in zip(run_ids, pipeline.execute(), strict=True):
-            if requested:
-                self.notify(run_id)
+        requested: set[str] = set()
+        try:
+            pipeline = coordination().pipeline(transaction=False)
+            for run_id in run_ids:
+                pipeline.exists(_intent(run_id))
+            requested.update(run_id for run_id, found in zip(run_ids, pipeline.execute(), strict=True) if found)
+        except redis.RedisError:
+            pass
+        try:
+            requested.update(runs_cancel_requested(run_ids=run_ids))
+        except Exception as error:  # a database that does not answer must not stop the watcher
+            log.warning("cancellation watcher cannot ask the database: %s", error)
+        finally:
+            connection.close()
+        for run_id in requested:
+            self.notify(run_id)
 
 
 watcher = Watcher()

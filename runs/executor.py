@@ -69,4 +69,5 @@ class RunExecutor:
                 event_role="cancelled",
             )
         elif settlement.status == TicketStatus.QUEUED:
-            run_reset_pending(run_id=settlement.ticket_id)
+            requeued = settlement.previous in (TicketStatus.FAILED, TicketStatus.CANCELLED)
+            run_reset_pending(run_id=settlement.ticket_id, requeued=requeued)

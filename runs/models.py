@@ -57,6 +57,8 @@ class Run(models.Model):
     run_messages = models.JSONField(default=list, blank=True)
     cancellation_stage = models.CharField(max_length=16, null=True, blank=True)
     next_event_index = models.PositiveIntegerField(default=0)
+    # When a cancel was asked of the run while it executed; the watcher reads it when Redis cannot tell it.
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)

@@ -1,20 +1,26 @@
 """Responses that outlive their view: SSE streams and inline runs, served by the event loop, not a thread.
 
 The view does its reads and writes, then returns one of these; before it does, the request's database
-connection is closed, so an open stream holds none.
+connection is closed, so an open stream holds none. A client that goes away from an inline run cancels it
+(`run_cancel_inline`, on a thread: the event loop never waits on the database or Redis).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from concurrent.futures import Future
 
 from django.db import connection
 from django.http import StreamingHttpResponse
 
-from .cancellation import cancel_request
+from agentos_project.exceptions import first_line
+
+from .cancelling import run_cancel_inline
+
+log = logging.getLogger("agentos.runs")
 
 
 def sse_response(frames: AsyncIterator[str]) -> StreamingHttpResponse:
@@ -30,6 +36,18 @@ async def _encoded(frames: AsyncIterator[str]) -> AsyncIterator[bytes]:
         yield sse.encode()
 
 
+def _cancel_soon(run_id) -> None:
+    def cancel():
+        try:
+            run_cancel_inline(run_id=run_id)
+        except Exception:
+            log.exception("run=%s not cancelled after its client went away", run_id)
+        finally:
+            connection.close()
+
+    asyncio.get_running_loop().run_in_executor(None, cancel)
+
+
 async def cancelled_on_disconnect(run_id, frames: AsyncIterator[str]) -> AsyncIterator[str]:
     """An inline run's stream: a client that goes away before the run's stream ended cancels the run."""
     ended = False
@@ -39,19 +57,23 @@ async def cancelled_on_disconnect(run_id, frames: AsyncIterator[str]) -> AsyncIt
         ended = True
     finally:
         if not ended:
-            cancel_request(run_id)
+            _cancel_soon(run_id)
 
 
 def inline_json_response(run_id, done: Future) -> StreamingHttpResponse:
-    """The run's poll body once it has ended (background=false, stream=false); a disconnect cancels the run."""
+    """The run's poll body once it has ended (background=false, stream=false); a disconnect cancels the run,
+    whether it executes already or still waits for a thread of the inline pool."""
     connection.close()
     return StreamingHttpResponse(_when_done(run_id, done), content_type="application/json")
 
 
 async def _when_done(run_id, done: Future) -> AsyncIterator[bytes]:
     try:
-        body = await asyncio.wrap_future(done)
+        body = await asyncio.shield(asyncio.wrap_future(done))
     except asyncio.CancelledError:
-        cancel_request(run_id)
+        _cancel_soon(run_id)
         raise
-    yield json.dumps(body).encode()
+    except Exception as error:  # the 200 has gone out: the body says what happened
+        log.exception("run=%s inline execution failed", run_id)
+        body = {"run_id": str(run_id), "status": "ERROR", "detail": f"Run could not be executed: {first_line(error)}"}
+    yield json.dumps(body, separators=(",", ":")).encode()

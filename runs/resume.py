@@ -33,11 +33,11 @@ class Target:
     stream: bool
 
 
-async def resume_frames(target: Target | None, *, after: int) -> AsyncIterator[str]:
+async def resume_frames(run_id: str, target: Target | None, *, after: int) -> AsyncIterator[str]:
     """`/resume` (CONTRACT 10): catch_up + subscribed + live for a live run; a replay of the buffer, or of the
     stored events when the buffer has gone, for one whose stream has ended; an error frame for an unknown run."""
     if target is None:
-        yield meta_frame("error", {"error": "Run not found in buffer or database"})
+        yield meta_frame("error", {"error": f"Run {run_id} not found in buffer or database"})
         return
     if target.status in STREAM_ENDED:
         async for sse in _replay(target, after):
@@ -81,7 +81,7 @@ async def _resume_live(target: Target, tail: Tail) -> AsyncIterator[str]:
                 "run_id": target.run_id,
                 "status": "running",
                 "current_event_count": total,
-                "message": "Subscribed to run. Receiving live events.",
+                "message": f"Subscribed to {target.kind} run. Receiving live events.",
             },
         )
         async for sse in follow(tail, queue):

@@ -87,3 +87,9 @@ def run_stored_events(*, run_id, after: int) -> list[dict]:
 
 def run_status(*, run_id) -> str | None:
     return Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
+
+
+def runs_cancel_requested(*, run_ids: list[str]) -> set[str]:
+    """Those of `run_ids` (running runs) whose cancellation was asked for."""
+    requested = Run.objects.filter(pk__in=run_ids, cancel_requested_at__isnull=False)
+    return {str(run_id) for run_id in requested.values_list("pk", flat=True)}

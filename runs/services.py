@@ -13,16 +13,16 @@ from agentos_project.conf import current
 from agentos_project.exceptions import first_line
 from agents_registry.context import RunResult
 from agents_registry.events import event_name
-from queueing.tickets import ticket_accept, ticket_cancel
+from queueing.tickets import ticket_accept
 
-from . import cancellation
+from . import cancellation, eventbus
 from .exceptions import BackgroundNeedsStore, SessionNotYours
 from .execution import EventSink, LegResult, first_event_index, run_leg
 from .idempotency import idempotent_replay
 from .inprocess import InProcessRunner
 from .jsonsafe import storable
-from .models import FINISHED, AgentSession, Run, RunEvent, RunStatus
-from .selectors import run_find, run_to_wire
+from .models import AgentSession, Run, RunEvent, RunStatus
+from .selectors import run_to_wire
 from .submission import Accepted, Submission
 
 SESSIONS = AgentSession._meta.db_table
@@ -151,14 +151,14 @@ def run_execute_unqueued(*, run_id) -> None:
     )
     if not started:
         return
-    with cancellation.watcher.watch(run_id) as cancel:
-        leg = run_leg(
-            Run.objects.get(pk=run_id),
-            attempt=1,
-            timeout_seconds=current().queue.timeout_seconds,
-            cancelled=cancel.is_set,
-        )
     try:
+        with cancellation.watcher.watch(run_id) as cancel:
+            leg = run_leg(
+                Run.objects.get(pk=run_id),
+                attempt=1,
+                timeout_seconds=current().queue.timeout_seconds,
+                cancelled=cancel.is_set,
+            )
         with transaction.atomic():
             run_record_leg(run_id=run_id, attempt=1, leg=leg, final=True)
     except Exception as error:  # never leave a run without a ticket RUNNING: no sweeper would end it
@@ -183,42 +183,11 @@ def run_start_inline(*, submission: Submission) -> tuple[Run, Future]:
     """Start a run in this process for the request that waits on it (background=false): not queued, not ordered.
 
     The run row commits first; the returned future is done when the run has ended. The caller cancels the run
-    (`run_cancel_local`) if its client goes away.
+    (`run_cancel_inline`) if its client goes away.
     """
     with transaction.atomic():
         run = _create_run(submission, queued=False)
     return run, inline_runner.start(run.run_id)
-
-
-def run_cancel(*, kind: str, component_id: str, run_id: str, session_id: str | None) -> None:
-    """Cancel a run (CONTRACT 9); a run that is unknown here, or already finished, is left as it is.
-
-    A queued, waiting or paused run is cancelled at once by the ticket's guarded change (stage PENDING or
-    PAUSED); a run waiting for an in-process slot likewise. A running one gets an intent that its executing
-    attempt sees at its next checkpoint, wherever it runs; it then ends CANCELLED with stage EXECUTING.
-    Whichever of the cancel and a finishing attempt changes the row first decides; the other changes nothing.
-    """
-    run = run_find(kind=kind, component_id=component_id, run_id=run_id, session_id=session_id)
-    if run is None or run.status in FINISHED:
-        return
-    if run.queued:
-        cancelled = ticket_cancel(ticket_id=run.run_id, error=CANCELLED_QUEUED, paused_error=CANCELLED_PAUSED)
-    else:
-        cancelled = run_cancel_unstarted(run_id=run.run_id)
-    if not cancelled:
-        cancellation.cancel_request(run.run_id)
-
-
-def run_cancel_unstarted(*, run_id) -> bool:
-    """A run without a ticket that still waits for its slot: PENDING → CANCELLED (stage PENDING); False when it
-    had started already (or ended)."""
-    with transaction.atomic():
-        cancelled = Run.objects.filter(pk=run_id, queued=False, status=RunStatus.PENDING, attempt=0).update(
-            status=RunStatus.CANCELLED, content=CANCELLED_QUEUED, cancellation_stage="PENDING", completed_at=Now()
-        )
-        if cancelled:
-            _record_end_event(run_id=run_id, event_role="cancelled", content=CANCELLED_QUEUED)
-    return bool(cancelled)
 
 
 def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None:
@@ -265,10 +234,10 @@ def run_end_unexecuted(*, run_id, status: str, content: str, stage: str | None, 
     published, and publishes it once the caller's transaction commits.
     """
     Run.objects.filter(pk=run_id).update(status=status, content=content, cancellation_stage=stage, completed_at=Now())
-    _record_end_event(run_id=run_id, event_role=event_role, content=content)
+    run_record_end_event(run_id=run_id, event_role=event_role, content=content)
 
 
-def _record_end_event(*, run_id, event_role: str, content: str) -> None:
+def run_record_end_event(*, run_id, event_role: str, content: str) -> None:
     """Store the event that ends the run's stream after its last index, and publish it once this commits."""
     run = Run.objects.select_for_update().get(pk=run_id)
     sink = EventSink(run, run.attempt, first_event_index(run))
@@ -278,11 +247,16 @@ def _record_end_event(*, run_id, event_role: str, content: str) -> None:
     Run.objects.filter(pk=run_id).update(next_event_index=sink.next_index)
 
 
-def run_reset_pending(*, run_id) -> None:
-    """A requeued run waits again: PENDING, its previous output cleared."""
+def run_reset_pending(*, run_id, requeued: bool = False) -> None:
+    """A run waits again: PENDING, its previous output cleared. A requeued one (a dead letter back in line)
+    also forgets a cancellation asked of it, and its old live events, so it really executes again and its
+    streams do not end at the old end (the stored events and `next_event_index` keep the history)."""
+    fields = {"cancel_requested_at": None} if requeued else {}
     Run.objects.filter(pk=run_id).update(
-        status=RunStatus.PENDING, content=None, tools=None, cancellation_stage=None, completed_at=None
+        status=RunStatus.PENDING, content=None, tools=None, cancellation_stage=None, completed_at=None, **fields
     )
+    if requeued:
+        transaction.on_commit(lambda: (cancellation.cancel_clear(run_id), eventbus.forget(run_id)))
 
 
 def _store_events(sink: EventSink) -> None:

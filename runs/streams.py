@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import redis
 import redis.asyncio
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from agentos_project.conf import current
 from agentos_project.coordination import scoped
@@ -34,6 +34,7 @@ log = logging.getLogger("agentos.streams")
 KEEPALIVE = ": keepalive\n\n"
 RESYNC = b""  # put in every queue when the pub/sub connection had a gap
 SUBSCRIBE_TIMEOUT = 5.0
+ENDED_GRACE = 0.2
 
 
 def frame(name: str, data: str) -> str:
@@ -48,7 +49,10 @@ class Hub:
     """The process's pub/sub connection, shared by its streams; plus a client for buffer reads."""
 
     def __init__(self, url: str) -> None:
-        self.redis = redis.asyncio.Redis.from_url(url, socket_connect_timeout=2, max_connections=64)
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
+            url, socket_connect_timeout=2, max_connections=64, timeout=SUBSCRIBE_TIMEOUT
+        )  # a burst of resumes waits for a connection rather than failing
+        self.redis = redis.asyncio.Redis(connection_pool=pool)
         self._pubsub = None
         self._queues: dict[str, set[asyncio.Queue]] = {}
         self._confirmed: dict[str, asyncio.Event] = {}
@@ -85,19 +89,25 @@ class Hub:
                     await self._pubsub.unsubscribe(channel)
 
     async def _read(self) -> None:
-        delay = 0.1
+        """Dispatch what the connection receives. After an outage (redis-py reconnects and subscribes again
+        inside `get_message`) every stream is told to reread the buffer for what it may have missed."""
+        delay, gap = 0.1, False
         while True:
             try:
                 message = await self._pubsub.get_message(timeout=None)
             except (redis.RedisError, OSError) as error:
-                log.warning("stream hub lost Redis: %s; reconnecting in %.1fs", error, delay)
-                for listeners in self._queues.values():
-                    for queue in listeners:
-                        queue.put_nowait(RESYNC)
+                if not gap:
+                    log.warning("stream hub lost Redis: %s; reconnecting", error)
+                gap = True
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, 2.0)
                 continue
-            delay = 0.1
+            if gap:
+                log.info("stream hub has Redis again")
+                for listeners in self._queues.values():
+                    for queue in listeners:
+                        queue.put_nowait(RESYNC)
+            delay, gap = 0.1, False
             if message is None:
                 continue
             channel = message["channel"].decode()
@@ -137,9 +147,8 @@ async def in_database(function: Callable, **kwargs):
     def call():
         try:
             return function(**kwargs)
-        except Exception:
-            connection.close()
-            raise
+        finally:
+            connection.close()  # back to the process's idle pool, checked before its next use
 
     return await asyncio.get_running_loop().run_in_executor(_database, call)
 
@@ -171,37 +180,52 @@ class Tail:
 
 
 async def follow(tail: Tail, queue: asyncio.Queue) -> AsyncIterator[str]:
-    """Live frames until the run's stream ends; keepalives while it is quiet."""
+    """Live frames until the run's stream ends; a keepalive whenever nothing was sent for the keepalive time."""
     keepalive = current().streams.keepalive_seconds
+    loop = asyncio.get_running_loop()
+    last_sent = loop.time()
     while not tail.ended:
         try:
-            raw = await asyncio.wait_for(queue.get(), keepalive)
+            raw = await asyncio.wait_for(queue.get(), max(0.0, last_sent + keepalive - loop.time()))
         except TimeoutError:
             raw = None
-        if raw:
-            if sse := tail.take(raw):
-                yield sse
-            continue
-        caught_up = await _catch_up(tail)
-        for sse in caught_up:
+        frames = [sse] if raw and (sse := tail.take(raw)) else []
+        if not raw:  # quiet for a keepalive time, or told of a pub/sub gap
+            frames = await _catch_up(tail)
+        if not frames and loop.time() - last_sent >= keepalive:
+            frames = [KEEPALIVE]
+        for sse in frames:
             yield sse
-        if raw is None and not caught_up:
-            yield KEEPALIVE
+        if frames:
+            last_sent = loop.time()
 
 
 async def _catch_up(tail: Tail) -> list[str]:
     """After silence or a pub/sub gap: what the buffer has above `tail.last`, else, if the run ended without
-    the stream hearing it, its stored events."""
-    with contextlib.suppress(redis.RedisError, OSError):
-        buffered = await hub().buffered(tail.run_id, tail.last)
-        if buffered and (frames := tail.take_all(buffered[0])):
-            return frames
-    if await in_database(run_status, run_id=tail.run_id) in STREAM_ENDED:
-        stored = await in_database(run_stored_events, run_id=tail.run_id, after=tail.last)
-        frames = tail.take_all(eventbus.encode(event) for event in stored)
-        tail.ended = True
+    the stream hearing it, its stored events. A database that does not answer leaves the stream waiting."""
+    if frames := await _buffered_frames(tail):
         return frames
-    return []
+    try:
+        if await in_database(run_status, run_id=tail.run_id) not in STREAM_ENDED:
+            return []
+        await asyncio.sleep(ENDED_GRACE)  # its last chunks and end may still be on their way to Redis
+        if frames := await _buffered_frames(tail):
+            return frames
+        stored = await in_database(run_stored_events, run_id=tail.run_id, after=tail.last)
+    except DatabaseError as error:
+        log.warning("run=%s stream cannot ask the database: %s", tail.run_id, error)
+        return []
+    frames = tail.take_all(eventbus.encode(event) for event in stored)
+    tail.ended = True
+    return frames
+
+
+async def _buffered_frames(tail: Tail) -> list[str]:
+    try:
+        buffered = await hub().buffered(tail.run_id, tail.last)
+    except (redis.RedisError, OSError):
+        return []
+    return tail.take_all(buffered[0]) if buffered else []
 
 
 async def run_tail(run_id, kind: str, *, after: int = -1) -> AsyncIterator[str]:

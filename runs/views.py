@@ -15,13 +15,14 @@ from agents_registry.registry import ComponentNotFound as RegistryMiss
 from agents_registry.registry import registry
 
 from . import schemas
+from .cancelling import run_cancel
 from .exceptions import ComponentNotFound, SessionRequired
 from .idempotency import idempotency_key
 from .responses import cancelled_on_disconnect, inline_json_response, sse_response
 from .resume import Target, resume_frames
 from .selectors import run_find, run_get, run_to_wire, run_waiting_on
 from .serializers import CancelSerializer, PollQuerySerializer, ResumeSerializer, SubmitSerializer, validated
-from .services import run_cancel, run_start_inline, run_submit
+from .services import run_start_inline, run_submit
 from .streams import run_tail
 from .submission import Submission
 
@@ -104,7 +105,7 @@ class ResumeRunView(APIView):
         run = run_find(kind=self.kind, component_id=component_id, run_id=run_id, session_id=data["session_id"])
         target = Target(str(run.run_id), run.component_type, run.status, run.stream) if run else None
         after = -1 if data["last_event_index"] is None else data["last_event_index"]
-        return sse_response(resume_frames(target, after=after))
+        return sse_response(resume_frames(run_id, target, after=after))
 
 
 class ComponentListView(APIView):

@@ -140,7 +140,7 @@ def test_resume_of_an_unknown_run_is_an_error_frame_and_needs_a_session(start_we
     frames = list(sse_frames(web.post(f"{RUNS}/{unknown}/resume", streaming=True, session_id="nobody")))
     missing = web.post(f"{RUNS}/{unknown}/resume", last_event_index=3)
 
-    assert frames == [("error", {"event": "error", "error": "Run not found in buffer or database"})]
+    assert frames == [("error", {"event": "error", "error": f"Run {unknown} not found in buffer or database"})]
     assert (missing.status_code, missing.json()) == (400, {"detail": "session_id is required for this action"})
 
 
@@ -176,7 +176,7 @@ def test_a_burst_of_two_thousand_events_reaches_a_connected_client_complete(star
 def test_two_hundred_open_streams_hold_no_thread_or_connection_each(start_web, start_worker):
     psutil = pytest.importorskip("psutil")
     start_worker()
-    web = start_web()
+    web = start_web(AGENTOS_STREAM_KEEPALIVE_SECONDS="0.5")  # the streams ask the database while they are counted
     run_id = web.post(RUNS, message="long sleep=8", session_id="many-1", background="true", stream="false").json()[
         "run_id"
     ]
@@ -187,6 +187,7 @@ def test_two_hundred_open_streams_hold_no_thread_or_connection_each(start_web, s
         for _ in range(200)
     ]
     first_frames = [next(sse_frames(stream))[0] for stream in streams]
+    time.sleep(1.5)
     database_port = int(connection.settings_dict["PORT"])
 
     threads = process.num_threads()

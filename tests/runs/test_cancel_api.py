@@ -6,11 +6,14 @@ import json
 import uuid
 
 import pytest
+from django.db.models.functions import Now
 
 from queueing.models import Ticket
-from queueing.tickets import ticket_claim
+from queueing.tickets import RequeueResult, ticket_claim, ticket_requeue
+from queueing.worker import execute_claim, worker_execute, worker_identity
 from runs import cancellation, eventbus
 from runs.models import Run, RunEvent
+from tests.conftest import wait_until
 
 from .conftest import accept_run, row_counts
 
@@ -148,3 +151,50 @@ def test_resume_of_an_unknown_component_is_404(api):
     response = api.post(f"/teams/nobody/runs/{uuid.uuid4()}/resume", {"session_id": "s"}, format="multipart")
 
     assert (response.status_code, response.json()) == (404, {"detail": "Team not found"})
+
+
+def test_a_run_cancelled_while_running_and_then_requeued_really_executes_again(api, redis_db):
+    run_id = accept_run(session_id="cx-6", message="hello sleep=0")
+    claim = ticket_claim(ticket_id=run_id, worker_id=worker_identity(), grace_seconds=60)
+    api.post(f"{RUNS}/{run_id}/cancel")  # running: the cancel goes through the intent
+    execute_claim(claim)
+    cancelled = Run.objects.get(pk=run_id)
+    assert (cancelled.status, cancelled.cancellation_stage) == ("CANCELLED", "EXECUTING")
+
+    assert ticket_requeue(ticket_id=run_id, grace_seconds=60, force=True) == RequeueResult.REQUEUED
+    requeued = Run.objects.get(pk=run_id)
+    assert (requeued.status, requeued.cancel_requested_at) == ("PENDING", None)
+    assert not cancellation.cancel_requested(run_id)
+    assert not redis_db.exists(eventbus.buffer_key(run_id))  # its streams start afresh
+    assert worker_execute(ticket_id=run_id) is True
+
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.content, run.attempt) == ("COMPLETED", "echo: hello sleep=0 (history: 0 messages)", 2)
+    indices = list(RunEvent.objects.filter(run_id=run_id).values_list("event", "event_index"))
+    assert [name for name, _ in indices] == ["RunStarted", "RunCancelled", "RunStarted", "RunCompleted"]
+    assert [index for _, index in indices] == sorted({index for _, index in indices})
+
+
+def test_a_paused_run_without_a_ticket_is_cancelled_at_once_with_stage_paused(api, redis_db):
+    run_id = accept_run(session_id="cx-7")
+    Ticket.objects.filter(pk=run_id).delete()
+    Run.objects.filter(pk=run_id).update(queued=False, status="PAUSED", attempt=1)
+
+    api.post(f"{RUNS}/{run_id}/cancel")
+
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.cancellation_stage, run.content) == (
+        "CANCELLED",
+        "PAUSED",
+        "cancelled while paused awaiting continuation",
+    )
+    assert RunEvent.objects.get(run_id=run_id).event == "RunCancelled"
+
+
+def test_a_cancel_asked_while_redis_cannot_announce_it_reaches_the_run_through_the_database(api, redis_db):
+    run_id = accept_run(session_id="cx-8")
+    Run.objects.filter(pk=run_id).update(status="RUNNING")
+    with cancellation.watcher.watch(run_id) as cancelled:
+        Run.objects.filter(pk=run_id).update(cancel_requested_at=Now())  # what the cancel wrote; no intent, no news
+
+        wait_until(cancelled.is_set, timeout=2.5, what="the watcher to read the database")

@@ -9,6 +9,8 @@ import pytest
 from runs import cancellation
 from tests.conftest import wait_until
 
+pytestmark = pytest.mark.django_db(transaction=True)  # the watcher asks the database too
+
 
 def test_an_intent_stored_before_the_run_starts_is_seen_at_once(redis_db):
     run_id = str(uuid.uuid4())
@@ -23,6 +25,7 @@ def test_a_cancel_announced_while_the_run_executes_sets_its_flag(redis_db):
     run_id, other = str(uuid.uuid4()), str(uuid.uuid4())
     with cancellation.watcher.watch(run_id) as cancelled, cancellation.watcher.watch(other) as untouched:
         assert not cancelled.is_set()
+        wait_until(cancellation.watcher.listening.is_set, timeout=2, what="the watcher to subscribe")
         redis_db.publish(cancellation._channel(), run_id)  # as another process's cancel_request announces it
         wait_until(cancelled.is_set, timeout=2, what="the announcement to arrive")
         assert not untouched.is_set()

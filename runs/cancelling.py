@@ -1,0 +1,73 @@
+"""Cancelling a run (CONTRACT 9), whatever it is doing: the writes, and the intent for a running one."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models.functions import Now
+
+from queueing.tickets import ticket_cancel
+
+from . import cancellation
+from .models import FINISHED, Run, RunStatus
+from .selectors import run_find
+from .services import CANCELLED_PAUSED, CANCELLED_QUEUED, run_record_end_event
+
+
+def run_cancel(*, kind: str, component_id: str, run_id: str, session_id: str | None) -> None:
+    """Cancel a run (CONTRACT 9); a run that is unknown here, or already finished, is left as it is.
+
+    A queued, waiting or paused run is cancelled at once by the ticket's guarded change (stage PENDING or
+    PAUSED); a run without a ticket that waits for its in-process slot, or is paused, likewise by its row's. A
+    running one is marked (`cancel_requested_at`) and gets an intent in Redis, which its executing attempt sees
+    at its next checkpoint wherever it runs; it then ends CANCELLED with stage EXECUTING. Whichever of the cancel
+    and a finishing attempt changes the row first decides; the other changes nothing.
+    """
+    run = run_find(kind=kind, component_id=component_id, run_id=run_id, session_id=session_id)
+    if run is not None:
+        _cancel(run)
+
+
+def run_cancel_inline(*, run_id) -> None:
+    """The client of an inline run went away: cancel the run, wherever it is in its life."""
+    run = Run.objects.filter(pk=run_id).first()
+    if run is not None:
+        _cancel(run)
+
+
+def _cancel(run: Run) -> None:
+    if run.status in FINISHED:
+        return
+    if run.queued:
+        cancelled = ticket_cancel(ticket_id=run.run_id, error=CANCELLED_QUEUED, paused_error=CANCELLED_PAUSED)
+    else:
+        cancelled = run_cancel_unqueued(run_id=run.run_id)
+    if cancelled:
+        return
+    Run.objects.filter(pk=run.run_id, status__in=(RunStatus.PENDING, RunStatus.RUNNING)).update(
+        cancel_requested_at=Now()
+    )
+    cancellation.cancel_request(run.run_id)
+
+
+def run_cancel_unqueued(*, run_id) -> bool:
+    """A run without a ticket that waits for its slot (PENDING, stage PENDING) or is paused (stage PAUSED) →
+    CANCELLED; False when it is executing (or ended)."""
+    with transaction.atomic():
+        ending = {"status": RunStatus.CANCELLED, "completed_at": Now()}
+        runs = Run.objects.filter(pk=run_id, queued=False)
+        content, cancelled = (
+            CANCELLED_QUEUED,
+            runs.filter(status=RunStatus.PENDING, attempt=0).update(
+                content=CANCELLED_QUEUED, cancellation_stage="PENDING", **ending
+            ),
+        )
+        if not cancelled:
+            content, cancelled = (
+                CANCELLED_PAUSED,
+                runs.filter(status=RunStatus.PAUSED).update(
+                    content=CANCELLED_PAUSED, cancellation_stage="PAUSED", **ending
+                ),
+            )
+        if cancelled:
+            run_record_end_event(run_id=run_id, event_role="cancelled", content=content)
+    return bool(cancelled)
