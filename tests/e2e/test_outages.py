@@ -5,13 +5,14 @@ import time
 
 import psutil
 import pytest
+import requests
 from rest_framework.test import APIClient
 
 from agentos_project.embedded import EmbeddedRedis
 from queueing import router
 from runs.models import Run
 
-from ..conftest import free_port, submit_background, wait_until
+from ..conftest import free_port, sse_frames, submit_background, wait_until
 
 pytestmark = pytest.mark.slow
 FAST_SWEEP = {"AGENTOS_POLL_INTERVAL": "0.5"}
@@ -127,3 +128,29 @@ def test_a_run_that_ends_while_postgres_restarts_completes_and_hands_its_session
     assert done["queue_attempt"] == 1
     assert datetime.datetime.fromisoformat(after["started_at"]).timestamp() - returned < 1.0
     assert after["content"] == "echo: successor sleep=0 (history: 2 messages)"
+
+
+def test_a_stream_waiting_while_postgres_restarts_goes_on_to_its_runs_end(throwaway_postgres, start_serve):
+    postgres = throwaway_postgres
+    serve = start_serve(DATABASE_URL=postgres.url, AGENTOS_STREAM_KEEPALIVE_SECONDS="0.3", **FAST_SWEEP)
+    head = serve.submit("restart-2", "head sleep=3").json()
+    wait_status(serve, head["run_id"], "restart-2", "RUNNING", timeout=20)
+    response = requests.post(
+        f"{serve.url}/agents/stub-agent/runs",
+        data={"message": "streamed sleep=0", "session_id": "restart-2", "background": "true"},
+        stream=True,
+        timeout=60,
+    )
+    frames = sse_frames(response)
+    assert next(frames) == ("keepalive", None)
+
+    postgres.stop()  # the stream's checks of the database fail meanwhile
+    time.sleep(2)
+    postgres.start()
+    rest = list(frames)
+
+    names = [name for name, _ in rest]
+    assert names[-1] == "RunCompleted"
+    assert rest[-1][1]["content"] == "echo: streamed sleep=0 (history: 2 messages)"
+    assert names.count("keepalive") >= 3 and "RunStarted" in names
+    assert "stream cannot ask the database" in serve.log()  # it did meet the outage
