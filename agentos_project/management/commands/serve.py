@@ -119,6 +119,7 @@ class Command(BaseCommand):
             commands["web"] = [
                 python, "-m", "uvicorn", "agentos_project.asgi:application",
                 "--host", host, "--port", str(port), "--no-access-log", "--timeout-graceful-shutdown", "5",
+                "--lifespan", "off",
             ]  # fmt: skip
         if not web_only:
             commands["worker"] = [
