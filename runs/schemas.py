@@ -123,13 +123,14 @@ IDEMPOTENCY_KEY = OpenApiParameter(
     OpenApiParameter.HEADER,
     description="at most 512 characters; a retried submit with the same key returns the original run (CONTRACT 7)",
 )
+STREAM_OR_INLINE = (
+    "stream=true: the run's events as server-sent events (CONTRACT 10); background=false, stream=false: the run, "
+    "executed inline"
+)
 SUBMIT_RESPONSES = {
     202: OpenApiResponse(AcceptedSerializer, description="background=true, stream=false: accepted and committed"),
-    200: OpenApiResponse(
-        RunSerializer,
-        description="background=false, stream=false: the run, executed inline; stream=true: its events as "
-        "text/event-stream (CONTRACT 10)",
-    ),
+    (200, "application/json"): OpenApiResponse(RunSerializer, description=STREAM_OR_INLINE),
+    (200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description=STREAM_OR_INLINE),
     400: refused("the component has no store, or the request was malformed"),
     404: refused("unknown component"),
     409: refused("Idempotency-Key conflict, or a session that belongs to another user or component"),
@@ -145,8 +146,8 @@ CANCEL_RESPONSES = {
     422: INVALID,
 }
 RESUME_RESPONSES = {
-    200: OpenApiResponse(
-        OpenApiTypes.STR, description="text/event-stream: catch_up/subscribed/replay/error meta frames and events"
+    (200, "text/event-stream"): OpenApiResponse(
+        OpenApiTypes.STR, description="catch_up/subscribed/replay/error meta frames and the run's events"
     ),
     400: refused("session_id is required for this action"),
     404: refused("unknown component"),
