@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 
 from .context import PermanentRunError, RunContext
-from .tools import Tool
+from .tools import REJECTED, Tool
 
 SLEEP_PATTERN = re.compile(r"sleep=(\d+(?:\.\d+)?)")
 PACE_PATTERN = re.compile(r"pace=(\d+(?:\.\d+)?)")
@@ -37,7 +37,9 @@ def last_user_turn(messages: Sequence[dict]) -> int:
 class StubModel:
     """Waits `sleep=N` seconds named in the prompt (default 1), then streams an echo word by word.
 
-    `explode` in the prompt raises after the wait; `delete` asks for `delete_temp_files` when that tool is offered;
+    `explode` in the prompt raises after the wait; `delete` asks for `delete_temp_files` when that tool is offered
+    (`delete twice`: once more after the first result), then answers `done: tool result received`, or
+    `not done: <the rejection>` when a call was rejected;
     `pace=S` waits S seconds before each word after the first (a slow stream, for stream tests and benchmarks).
     The six characters `\\u0000` in the prompt are echoed as a NUL character (clients cannot send a real one), so
     tests can see what happens to an answer PostgreSQL cannot store as it is.
@@ -57,14 +59,20 @@ class StubModel:
             return
         if "explode" in prompt:
             raise RuntimeError("stub model exploded")
-        answered_tool = any(message["role"] == "tool" for message in messages[turn:])
-        if "delete" in prompt and any(t.name == "delete_temp_files" for t in tools) and not answered_tool:
+        results = [message["content"] for message in messages[turn:] if message["role"] == "tool"]
+        wanted = 2 if "twice" in prompt else 1
+        if "delete" in prompt and any(t.name == "delete_temp_files" for t in tools) and len(results) < wanted:
             yield ToolCall(
                 id=f"call_{uuid.uuid4().hex[:12]}", name="delete_temp_files", arguments={"directory": "/tmp"}
             )
             return
         echoed = prompt.replace(NUL_ESCAPE, "\x00")
-        answer = "done: tool result received" if answered_tool else f"echo: {echoed} (history: {turn} messages)"
+        if REJECTED in results:
+            answer = f"not done: {REJECTED}"
+        elif results:
+            answer = "done: tool result received"
+        else:
+            answer = f"echo: {echoed} (history: {turn} messages)"
         pace = PACE_PATTERN.search(prompt)
         for index, word in enumerate(answer.split(" ")):
             if index and pace and ctx.wait(float(pace.group(1)), step=0.01):

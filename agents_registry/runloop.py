@@ -8,10 +8,9 @@ from collections.abc import Sequence
 from .chat_models import ToolCall
 from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, event_name
-from .tools import Tool
+from .tools import REJECTED, Tool
 
 MAX_MODEL_TURNS = 10
-REJECTED = "The user rejected this tool call; it was not executed."
 
 
 def model_turn(

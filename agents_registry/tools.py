@@ -7,6 +7,8 @@ from collections.abc import Callable
 
 from .context import PermanentRunError
 
+REJECTED = "The user rejected this tool call; it was not executed."
+
 
 @dataclasses.dataclass(frozen=True)
 class Tool:

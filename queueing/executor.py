@@ -56,6 +56,11 @@ class Executor(Protocol):
 
     def settle(self, settlement: Settlement) -> None: ...
 
+    def parks_lost_attempt(self, ticket_id: str) -> bool:
+        """Whether a lost attempt without budget left should park the ticket back to paused rather than fail it:
+        the attempt continued a paused job and died before recording anything, so the job can be continued
+        again."""
+
 
 class _Slot:
     executor: Executor | None = None

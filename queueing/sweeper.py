@@ -19,8 +19,9 @@ from django.db.models.functions import Now
 from agentos_project.conf import QueueSettings
 
 from . import router
+from .executor import get_executor
 from .models import Ticket, TicketStatus
-from .tickets import ticket_fail_stale, ticket_note_dispatch, ticket_prune
+from .tickets import ticket_fail_stale, ticket_note_dispatch, ticket_park_stale, ticket_prune
 
 log = logging.getLogger("agentos.sweeper")
 BATCH = 500
@@ -29,6 +30,7 @@ BATCH = 500
 @dataclasses.dataclass
 class SweepReport:
     failed: int = 0
+    parked: int = 0
     redispatched: int = 0
     lost_messages: int = 0
     pruned: int = 0
@@ -54,7 +56,8 @@ def lost_messages(conf: QueueSettings) -> list:
 
 
 def sweep_once(conf: QueueSettings) -> SweepReport:
-    """One pass: fail stale leases without budget, dispatch stale ones with budget (a worker reclaims them),
+    """One pass: fail stale leases without budget (or park them back to paused, when the executor says the job
+    is still paused at heart), dispatch stale ones with budget (a worker reclaims them),
     publish again claimable tickets whose message was lost, and prune terminal tickets past retention.
 
     Each ticket's step runs on its own: one that raises (its transaction rolls back) is logged and counted in
@@ -64,7 +67,10 @@ def sweep_once(conf: QueueSettings) -> SweepReport:
     stale = _stale(conf)
     grace = conf.lock_grace_seconds
     for ticket_id in stale.filter(attempt__gte=F("max_attempts")).values_list("pk", flat=True)[:BATCH]:
-        if _step(report, "fail", ticket_id, lambda t=ticket_id: ticket_fail_stale(ticket_id=t, grace_seconds=grace)):
+        if _step(report, "park", ticket_id, lambda t=str(ticket_id): _park(t, grace)):
+            log.info("ticket=%s status=paused reason=lease-expired-while-continuing", ticket_id)
+            report.parked += 1
+        elif _step(report, "fail", ticket_id, lambda t=ticket_id: ticket_fail_stale(ticket_id=t, grace_seconds=grace)):
             log.info("ticket=%s status=failed reason=lease-expired", ticket_id)
             report.failed += 1
     reclaimable = stale.filter(attempt__lt=F("max_attempts"), updated_at__lt=Now() - datetime.timedelta(seconds=grace))
@@ -81,6 +87,10 @@ def sweep_once(conf: QueueSettings) -> SweepReport:
 
 def _redispatch(ticket_id) -> bool:
     return router.publish(ticket_id) and ticket_note_dispatch(ticket_id=ticket_id)
+
+
+def _park(ticket_id: str, grace: float) -> bool:
+    return get_executor().parks_lost_attempt(ticket_id) and ticket_park_stale(ticket_id=ticket_id, grace_seconds=grace)
 
 
 def _step(report: SweepReport, name: str, ticket_id, action: Callable[[], bool]) -> bool:

@@ -16,6 +16,7 @@ The transition table, which `tests/queueing/test_transitions.py` walks:
     running   finish by owner                        completed | failed | cancelled | paused
     running   error by owner, budget left            queued, available_at = now + backoff  (retry)
     running   stale, budget spent                    failed                                (sweep)
+    running   stale, budget spent, job still paused  paused                                (park)
     queued    cancel                                 cancelled
     paused    cancel                                 cancelled
     paused    continue                               queued, one more attempt, same session_seq
@@ -305,6 +306,29 @@ def ticket_fail_stale(*, ticket_id: str, grace_seconds: float) -> bool:
             return False
         get_executor().settle(Settlement(str(ticket_id), TicketStatus.FAILED, ticket["attempt"], SWEEP_ERROR))
         promote_next_head(ticket["session_id"])
+    return True
+
+
+def ticket_park_stale(*, ticket_id: str, grace_seconds: float) -> bool:
+    """Sweep: a running ticket whose lease is stale, whose budget is spent, and whose executor says its job is
+    still paused at heart (a continuation leg that died before recording anything) → paused, so it can be
+    continued again. Guarded like `ticket_fail_stale`; it stays its session's head, so the session stays held.
+    """
+    with transaction.atomic():
+        ticket = Ticket.objects.filter(pk=ticket_id).values("session_id", "attempt").first()
+        if ticket is None:
+            return False
+        session_lock(ticket["session_id"])
+        changed = Ticket.objects.filter(
+            pk=ticket_id,
+            status=TicketStatus.RUNNING,
+            attempt__gte=F("max_attempts"),
+            locked_at__lt=Now() - _seconds(grace_seconds),
+        ).update(status=TicketStatus.PAUSED, locked_by=None, updated_at=Now())
+        if not changed:
+            return False
+        settlement = Settlement(str(ticket_id), TicketStatus.PAUSED, ticket["attempt"], previous=TicketStatus.RUNNING)
+        get_executor().settle(settlement)
     return True
 
 

@@ -57,7 +57,7 @@ def run_cancel_unqueued(*, run_id) -> bool:
         runs = Run.objects.filter(pk=run_id, queued=False)
         content, cancelled = (
             CANCELLED_QUEUED,
-            runs.filter(status=RunStatus.PENDING, attempt=0).update(
+            runs.filter(status=RunStatus.PENDING).update(
                 content=CANCELLED_QUEUED, cancellation_stage="PENDING", **ending
             ),
         )

@@ -49,3 +49,17 @@ class SessionNotYours(APIException):
 
     def __init__(self, session_id: str):
         super().__init__(f"Session {session_id} belongs to another user or component; use a session_id of your own")
+
+
+class ContinueRefused(APIException):
+    """A continue that cannot apply to the run as it is (CONTRACT 11, 14)."""
+
+    status_code = status.HTTP_409_CONFLICT
+
+
+class LegSettling(APIException):
+    """A continue while the previous continue's leg still executes: the client retries in a moment."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "Run is settling between execution legs; retry in a moment"
+    headers = {"Retry-After": "1"}

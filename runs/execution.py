@@ -104,7 +104,7 @@ def run_leg(
         emit=sink.emit,
         cancelled=lambda: timed_out() or cancelled(),
     )
-    request = RunRequest(message=run.input_content, run_messages=run.run_messages, decided_tools=None)
+    request = RunRequest(message=run.input_content, run_messages=run.run_messages, decided_tools=run.continued_tools)
     started = time.monotonic()
     try:
         result = component.run(request, ctx)

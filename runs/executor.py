@@ -11,7 +11,7 @@ from .cancellation import watcher
 from .execution import LegResult, run_leg
 from .jsonsafe import storable_text
 from .models import Run, RunStatus
-from .services import LEG_STATUS, run_end_unexecuted, run_record_leg, run_reset_pending, run_start
+from .services import LEG_STATUS, run_end_unexecuted, run_park, run_record_leg, run_reset_pending, run_start
 
 TICKET_STATUS = {
     RunStatus.COMPLETED: TicketStatus.COMPLETED,
@@ -46,6 +46,10 @@ class RunExecutor:
             return Outcome(TicketStatus.FAILED, error=error, retryable=not leg.permanent, result=leg)
         return Outcome(TICKET_STATUS[LEG_STATUS[leg.result.status]], result=leg)
 
+    def parks_lost_attempt(self, ticket_id: str) -> bool:
+        """A continuation leg (its decisions not yet applied by a recorded leg) can be continued again."""
+        return Run.objects.filter(pk=ticket_id, continued_tools__isnull=False).exists()
+
     def settle(self, settlement: Settlement) -> None:
         """Mirror a ticket change on its run, inside the ticket's transaction."""
         leg = settlement.outcome.result if settlement.outcome else None
@@ -68,6 +72,8 @@ class RunExecutor:
                 stage="PAUSED" if settlement.previous == TicketStatus.PAUSED else "PENDING",
                 event_role="cancelled",
             )
+        elif settlement.status == TicketStatus.PAUSED:
+            run_park(run_id=settlement.ticket_id)
         elif settlement.status == TicketStatus.QUEUED:
             requeued = settlement.previous in (TicketStatus.FAILED, TicketStatus.CANCELLED)
             run_reset_pending(run_id=settlement.ticket_id, requeued=requeued)

@@ -57,6 +57,10 @@ class Run(models.Model):
     run_messages = models.JSONField(default=list, blank=True)
     cancellation_stage = models.CharField(max_length=16, null=True, blank=True)
     next_event_index = models.PositiveIntegerField(default=0)
+    # The client's decisions on a paused run's tool calls, for the leg that continues it (cleared when that leg
+    # ends), and the decisions of every continue so far, for operators and the poll.
+    continued_tools = models.JSONField(null=True, blank=True)
+    tool_decisions = models.JSONField(default=list, blank=True)
     # When a cancel was asked of the run while it executed; the watcher reads it when Redis cannot tell it.
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())

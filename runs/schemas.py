@@ -145,6 +145,15 @@ CANCEL_RESPONSES = {
     404: refused("unknown component"),
     422: INVALID,
 }
+CONTINUE_RESPONSES = {
+    202: OpenApiResponse(AcceptedSerializer, description="background=true, stream=false: the next leg is queued"),
+    (200, "application/json"): OpenApiResponse(RunSerializer, description=STREAM_OR_INLINE),
+    (200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description=STREAM_OR_INLINE),
+    400: refused("session_id is required for this action"),
+    404: refused("unknown component or run"),
+    409: refused("the run is not paused, is cancelled, is settling between legs, or belongs to the queue"),
+    422: INVALID,
+}
 RESUME_RESPONSES = {
     (200, "text/event-stream"): OpenApiResponse(
         OpenApiTypes.STR, description="catch_up/subscribed/replay/error meta frames and the run's events"

@@ -78,6 +78,37 @@ class PollQuerySerializer(serializers.Serializer):
     session_id = serializers.CharField(max_length=255)
 
 
+@extend_schema_field({"type": "array", "items": {"type": "object", "additionalProperties": True}})
+class JSONListField(serializers.Field):
+    """A JSON list, sent as a JSON string (form fields) or as a list (JSON bodies)."""
+
+    default_error_messages = {"invalid": "Value is not a valid JSON list"}
+
+    def to_internal_value(self, data):
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except (ValueError, RecursionError):
+                self.fail("invalid")
+        if not isinstance(data, list):
+            self.fail("invalid")
+        reason = jsonsafe.problem(data)
+        if reason:
+            raise serializers.ValidationError(f"Value {reason}", code="invalid")
+        return data
+
+    def to_representation(self, value):
+        return value
+
+
+class ContinueSerializer(serializers.Serializer):
+    tools = JSONListField()
+    session_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)
+    user_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)
+    stream = StrictBooleanField(required=False, default=True)
+    background = StrictBooleanField(required=False, default=False)
+
+
 class CancelSerializer(serializers.Serializer):
     session_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)
 

@@ -7,6 +7,7 @@ import uuid
 from concurrent.futures import Future
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import F
 from django.db.models.functions import Now
 
 from agentos_project.conf import current
@@ -28,6 +29,7 @@ from .submission import Accepted, Submission
 SESSIONS = AgentSession._meta.db_table
 CANCELLED_QUEUED = "cancelled before execution"
 CANCELLED_PAUSED = "cancelled while paused awaiting continuation"
+PARKED = "The worker executing the continuation was lost; the run is paused again and can be continued again."
 LEG_STATUS = {
     RunResult.COMPLETED: RunStatus.COMPLETED,
     RunResult.PAUSED: RunStatus.PAUSED,
@@ -144,23 +146,22 @@ def run_start(*, run_id, attempt: int) -> bool:
 
 
 def run_execute_unqueued(*, run_id) -> None:
-    """Execute a run that has no ticket (inline, or in-process with the durable queue off): one attempt,
-    recorded like a queued run's. A run cancelled while it waited for its slot is not started."""
-    started = Run.objects.filter(pk=run_id, queued=False, status=RunStatus.PENDING, attempt=0).update(
-        status=RunStatus.RUNNING, attempt=1, started_at=Now()
+    """Execute a run that has no ticket (inline, or in-process with the durable queue off): one attempt per leg
+    (a continue makes another), recorded like a queued run's. A run cancelled while it waited for its slot is
+    not started."""
+    started = Run.objects.filter(pk=run_id, queued=False, status=RunStatus.PENDING).update(
+        status=RunStatus.RUNNING, attempt=F("attempt") + 1, started_at=Now()
     )
     if not started:
         return
     try:
+        run = Run.objects.get(pk=run_id)
         with cancellation.watcher.watch(run_id) as cancel:
             leg = run_leg(
-                Run.objects.get(pk=run_id),
-                attempt=1,
-                timeout_seconds=current().queue.timeout_seconds,
-                cancelled=cancel.is_set,
+                run, attempt=run.attempt, timeout_seconds=current().queue.timeout_seconds, cancelled=cancel.is_set
             )
         with transaction.atomic():
-            run_record_leg(run_id=run_id, attempt=1, leg=leg, final=True)
+            run_record_leg(run_id=run_id, attempt=run.attempt, leg=leg, final=True)
     except Exception as error:  # never leave a run without a ticket RUNNING: no sweeper would end it
         with transaction.atomic():
             content = f"Run outcome could not be stored: {first_line(error)}"
@@ -207,6 +208,8 @@ def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None
             "content": error,
             "completed_at": Now() if final else None,
         }
+        if final:
+            fields["continued_tools"] = None
     else:
         status = LEG_STATUS[result.status]
         if status == RunStatus.CANCELLED:
@@ -219,6 +222,7 @@ def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None
             "run_messages": storable(result.messages),
             "cancellation_stage": "EXECUTING" if status == RunStatus.CANCELLED else None,
             "completed_at": None if status == RunStatus.PAUSED else Now(),
+            "continued_tools": None,  # this leg applied them
         }
     _store_events(sink)
     sink.publish_held_on_commit()
@@ -237,11 +241,19 @@ def run_end_unexecuted(*, run_id, status: str, content: str, stage: str | None, 
     run_record_end_event(run_id=run_id, event_role=event_role, content=content)
 
 
-def run_record_end_event(*, run_id, event_role: str, content: str) -> None:
+def run_park(*, run_id) -> None:
+    """A continuation leg was lost before it recorded anything: the run is paused again, on the same pending
+    calls, and may be continued again (a RunPaused ends any stream that watched the lost leg)."""
+    Run.objects.filter(pk=run_id).update(status=RunStatus.PAUSED, continued_tools=None)
+    tools = Run.objects.values_list("tools", flat=True).get(pk=run_id)
+    run_record_end_event(run_id=run_id, event_role="paused", content=PARKED, fields={"tools": tools})
+
+
+def run_record_end_event(*, run_id, event_role: str, content: str, fields: dict | None = None) -> None:
     """Store the event that ends the run's stream after its last index, and publish it once this commits."""
     run = Run.objects.select_for_update().get(pk=run_id)
     sink = EventSink(run, run.attempt, first_event_index(run))
-    sink.emit(event_name(run.component_type, event_role), {"content": content})
+    sink.emit(event_name(run.component_type, event_role), {"content": content, **(fields or {})})
     _store_events(sink)
     sink.publish_held_on_commit()
     Run.objects.filter(pk=run_id).update(next_event_index=sink.next_index)

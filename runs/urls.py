@@ -21,6 +21,11 @@ for kind in ("agent", "team", "workflow"):
             name=f"{kind}-run-cancel",
         ),
         path(
+            f"{prefix}/<str:component_id>/runs/<str:run_id>/continue",
+            views.ContinueRunView.as_view(kind=kind),
+            name=f"{kind}-run-continue",
+        ),
+        path(
             f"{prefix}/<str:component_id>/runs/<str:run_id>/resume",
             views.ResumeRunView.as_view(kind=kind),
             name=f"{kind}-run-resume",

@@ -16,12 +16,20 @@ from agents_registry.registry import registry
 
 from . import schemas
 from .cancelling import run_cancel
+from .continuing import run_continue
 from .exceptions import ComponentNotFound, SessionRequired
 from .idempotency import idempotency_key
 from .responses import cancelled_on_disconnect, inline_json_response, sse_response
 from .resume import Target, resume_frames
 from .selectors import run_find, run_get, run_to_wire, run_waiting_on
-from .serializers import CancelSerializer, PollQuerySerializer, ResumeSerializer, SubmitSerializer, validated
+from .serializers import (
+    CancelSerializer,
+    ContinueSerializer,
+    PollQuerySerializer,
+    ResumeSerializer,
+    SubmitSerializer,
+    validated,
+)
 from .services import run_start_inline, run_submit
 from .streams import run_tail
 from .submission import Submission
@@ -80,6 +88,36 @@ def _fields(request) -> dict:
     """Form or JSON fields, over the query string's (AgentOS clients send resume fields as a form)."""
     body = request.data.dict() if hasattr(request.data, "dict") else request.data
     return {**request.query_params.dict(), **(body if isinstance(body, dict) else {})}
+
+
+class ContinueRunView(APIView):
+    kind = "agent"
+
+    @extend_schema(request=ContinueSerializer, responses=schemas.CONTINUE_RESPONSES)
+    def post(self, request, component_id: str, run_id: str):
+        component = component_or_404(self.kind, component_id)
+        fields = _fields(request)
+        if not fields.get("session_id"):
+            raise SessionRequired()
+        data = validated(ContinueSerializer, fields, location="body")
+        continued = run_continue(
+            kind=self.kind,
+            component_id=component_id,
+            run_id=run_id,
+            session_id=data["session_id"],
+            tools=data["tools"],
+            background=data["background"],
+            stream=data["stream"],
+        )
+        run_id = continued.accepted.run_id
+        tail = run_tail(run_id, component.kind, after=continued.after) if data["stream"] else None
+        if continued.done is not None:
+            if tail is not None:
+                return sse_response(cancelled_on_disconnect(run_id, tail))
+            return inline_json_response(run_id, continued.done)
+        if tail is not None:
+            return sse_response(tail)
+        return Response(dataclasses.asdict(continued.accepted), status=status.HTTP_202_ACCEPTED)
 
 
 class CancelRunView(APIView):

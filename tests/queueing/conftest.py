@@ -31,13 +31,14 @@ class FakeExecutor:
     A ticket's payload scripts its attempts: `outcomes` lists the ticket status each attempt asks for
     ("completed", "failed", "paused", "cancelled", "raise" for an executor that raises, "unstorable" for a
     result whose settle raises as a NUL would; the last entry repeats), `sleep` the seconds each attempt takes.
-    A settle of a ticket in `refuse` raises.
+    A settle of a ticket in `refuse` raises; a lost attempt of a ticket in `parked` is parked back to paused.
     """
 
     started: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     executed: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     settlements: list[Settlement] = dataclasses.field(default_factory=list)
     refuse: set[str] = dataclasses.field(default_factory=set)
+    parked: set[str] = dataclasses.field(default_factory=set)
 
     def start(self, claim: Claim) -> None:
         self.started.append((claim.ticket_id, claim.attempt))
@@ -61,6 +62,9 @@ class FakeExecutor:
         if settlement.outcome is not None and settlement.outcome.result == UNSTORABLE:
             raise ValueError("A string literal cannot contain NUL (0x00) characters.")
         self.settlements.append(settlement)
+
+    def parks_lost_attempt(self, ticket_id: str) -> bool:
+        return ticket_id in self.parked
 
     def settled(self, ticket_id: str) -> list[tuple[str, int, str | None]]:
         """(status, attempt, error) of every settlement of `ticket_id`, in order."""

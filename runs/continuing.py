@@ -1,0 +1,108 @@
+"""Continuing a paused run (CONTRACT 3.4, 11): the client's decisions on its pending tool calls, then one more leg
+of the same run, through the queue, in the same place of its session's line."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from concurrent.futures import Future
+
+from django.db import transaction
+from django.db.models.expressions import RawSQL
+
+from agentos_project.exceptions import RequestInvalid
+from queueing.tickets import ticket_continue
+
+from .exceptions import ContinueRefused, LegSettling, RunNotFound
+from .models import Run, RunStatus
+from .selectors import run_find
+from .services import inline_runner, runner
+from .submission import Accepted
+
+
+@dataclasses.dataclass(frozen=True)
+class Continued:
+    """A continue that was taken: its 202 body, the index its leg's events come after, and for an inline run the
+    future that is done when the leg has ended."""
+
+    accepted: Accepted
+    after: int
+    done: Future | None = None
+
+
+def _invalid(message: str) -> RequestInvalid:
+    return RequestInvalid([{"type": "invalid", "loc": ["body", "tools"], "msg": message, "input": None}])
+
+
+def run_continue(
+    *, kind: str, component_id: str, run_id: str, session_id: str, tools: list, background: bool, stream: bool
+) -> Continued:
+    """Queue the next leg of a paused run with the client's decisions; the 202 body, or a refusal.
+
+    A run without a ticket (inline, or the durable queue off) continues in this process: on its pool with
+    background=true, else inline, when the returned future is done.
+
+    Checked in order: unknown run (404), cancelled, a leg of an earlier continue still executing (409 with
+    Retry-After), an earlier continue still queued (the same 202: a double click), not paused, a queue-owned run
+    continued without background=true, a stream asked of a run submitted without one (all 409), decisions that
+    do not answer every pending call (422). Then, in one transaction, the run's row (paused → PENDING, guarded on
+    PAUSED) and its ticket (paused → queued, one more attempt, same place) change together.
+    """
+    run = run_find(kind=kind, component_id=component_id, run_id=run_id, session_id=session_id)
+    if run is None:
+        raise RunNotFound()
+    if run.status == RunStatus.CANCELLED:
+        raise ContinueRefused(f"Cannot continue run {run.run_id}: run is cancelled")
+    if run.continued_tools is not None and run.status == RunStatus.RUNNING:
+        raise LegSettling()
+    if run.continued_tools is not None and run.status == RunStatus.PENDING:
+        return Continued(Accepted(str(run.run_id), run.session_id, RunStatus.PENDING), run.next_event_index - 1)
+    if run.status != RunStatus.PAUSED:
+        raise ContinueRefused(f"Run {run.run_id} is not paused (status: {run.status})")
+    if run.queued and not background:
+        raise ContinueRefused(
+            f"Run {run.run_id} was submitted through the durable queue; continue it with background=true "
+            "(the queue owns its continuations)."
+        )
+    if stream and not run.stream:
+        raise ContinueRefused(f"Run was submitted non-streaming; poll run {run.run_id} instead of attaching a stream")
+    decided = decisions(pending=run.tools or [], tools=tools)
+    with transaction.atomic():
+        continued = Run.objects.filter(pk=run.run_id, status=RunStatus.PAUSED).update(
+            status=RunStatus.PENDING,
+            continued_tools=decided,
+            tool_decisions=RawSQL("tool_decisions || %s::jsonb", [json.dumps([decided])]),
+        )
+        if continued and run.queued:
+            ticket_continue(ticket_id=run.run_id)
+        elif continued and background:
+            runner.submit(run.run_id)
+    accepted = Accepted(str(run.run_id), run.session_id, RunStatus.PENDING)
+    if continued and not run.queued and not background:
+        return Continued(accepted, run.next_event_index - 1, inline_runner.start(run.run_id))
+    if not continued:  # a concurrent continue (or cancel) came first: answer as it now stands
+        return run_continue(
+            kind=kind, component_id=component_id, run_id=run_id, session_id=session_id, tools=tools,
+            background=background, stream=stream,
+        )  # fmt: skip
+    return Continued(accepted, run.next_event_index - 1)
+
+
+def decisions(*, pending: list[dict], tools: list) -> list[dict]:
+    """The pending calls with the client's `confirmed` (and, for a confirmed one, nothing else of theirs).
+
+    Every pending call must be answered, by `tool_call_id`, with `confirmed` true or false; extra fields of the
+    client's tool executions (AgentOS clients send their whole ToolExecution) are ignored.
+    """
+    answers = {}
+    for tool in tools:
+        if not isinstance(tool, dict) or not isinstance(tool.get("tool_call_id"), str):
+            raise _invalid("each tool must be an object with its tool_call_id")
+        answers[tool["tool_call_id"]] = tool.get("confirmed")
+    decided = []
+    for call in pending:
+        confirmed = answers.get(call["tool_call_id"])
+        if not isinstance(confirmed, bool):
+            raise _invalid(f"tool call {call['tool_call_id']} needs confirmed true or false")
+        decided.append({**call, "confirmed": confirmed})
+    return decided
