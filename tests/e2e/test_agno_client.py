@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 from agno.client import AgentOSClient
+from agno.models.response import ToolExecution
 from agno.run.agent import RunCompletedEvent, RunContentEvent, RunStartedEvent
 
 from tests.conftest import wait_until
@@ -68,3 +69,36 @@ def test_agnos_client_runs_inline_and_cancels_a_background_run(start_web, start_
         "COMPLETED",
     )
     assert cancelled["cancellation_stage"] == "EXECUTING"
+
+
+def test_agnos_client_continues_a_paused_run_through_the_queue(start_web, start_worker, run):
+    start_worker()
+    web = start_web()
+    client = AgentOSClient(base_url=web.url)
+
+    accepted = run(
+        client.run_agent("hitl-agent", "please delete scratch sleep=0", session_id="ag-4", background="true")
+    )
+    paused = wait_until(
+        lambda: (body := web.poll(accepted.run_id, "ag-4", "hitl-agent"))["status"] == "PAUSED" and body,
+        timeout=20,
+        what="the run to pause",
+    )
+    tools = [ToolExecution.from_dict(tool) for tool in paused["tools"]]
+    for tool in tools:
+        tool.confirmed = True
+    continued = run(
+        client.continue_agent_run("hitl-agent", accepted.run_id, tools, session_id="ag-4", background="true")
+    )
+    done = wait_until(
+        lambda: (body := web.poll(accepted.run_id, "ag-4", "hitl-agent"))["status"] == "COMPLETED" and body,
+        timeout=20,
+        what="the run to complete",
+    )
+
+    assert (str(accepted.status.value), continued.run_id, str(continued.status.value)) == (
+        "PENDING",
+        accepted.run_id,
+        "PENDING",
+    )
+    assert (done["content"], done["queue_attempt"]) == ("done: tool result received", 2)

@@ -1,0 +1,167 @@
+"""`POST .../continue` (CONTRACT 3.4, 11, 14), in-process with the real executor: each refusal changes nothing."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from queueing.models import Ticket
+from queueing.worker import worker_execute
+from runs.models import Run
+
+from .conftest import accept_run, row_counts
+
+pytestmark = pytest.mark.django_db(transaction=True)
+HITL = "/agents/hitl-agent/runs"
+
+
+def paused_run(session_id: str, message: str = "please delete scratch sleep=0") -> str:
+    run_id = accept_run(session_id=session_id, message=message, component="hitl-agent")
+    assert worker_execute(ticket_id=run_id) is True
+    assert Run.objects.get(pk=run_id).status == "PAUSED"
+    return run_id
+
+
+def decided(run_id: str, confirmed: bool) -> str:
+    return json.dumps([{**tool, "confirmed": confirmed} for tool in Run.objects.get(pk=run_id).tools])
+
+
+def continue_(api, run_id, **fields):
+    return api.post(
+        f"{HITL}/{run_id}/continue", {"background": "true", "stream": "false", **fields}, format="multipart"
+    )
+
+
+def snapshot(run_id: str) -> tuple:
+    run = Run.objects.filter(pk=run_id).values().get()
+    return row_counts(), run, Ticket.objects.filter(pk=run_id).values().get()
+
+
+def test_a_continue_queues_the_same_ticket_with_one_more_attempt_in_its_place(api, redis_db):
+    run_id = paused_run("ct-1")
+    seq = Ticket.objects.get(pk=run_id).session_seq
+
+    response = continue_(api, run_id, session_id="ct-1", tools=decided(run_id, True))
+
+    assert (response.status_code, response.json()) == (
+        202,
+        {"run_id": run_id, "session_id": "ct-1", "status": "PENDING"},
+    )
+    ticket, run = Ticket.objects.get(pk=run_id), Run.objects.get(pk=run_id)
+    assert (ticket.status, ticket.attempt, ticket.max_attempts, ticket.session_seq, ticket.is_head) == (
+        "queued",
+        1,
+        2,
+        seq,
+        True,
+    )
+    assert run.status == "PENDING"
+    assert [tool["confirmed"] for tool in run.continued_tools] == [True]
+    assert run.tool_decisions == [run.continued_tools]
+
+    again = continue_(api, run_id, session_id="ct-1", tools=decided(run_id, False))  # a double click
+    assert (again.status_code, again.json()) == (202, response.json())
+    assert Run.objects.get(pk=run_id).tool_decisions == run.tool_decisions
+
+
+def test_the_continued_leg_applies_the_decisions_and_keeps_them(api, redis_db):
+    run_id = paused_run("ct-2")
+    continue_(api, run_id, session_id="ct-2", tools=decided(run_id, False))
+
+    assert worker_execute(ticket_id=run_id) is True
+
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.attempt, run.content) == (
+        "COMPLETED",
+        2,
+        "not done: The user rejected this tool call; it was not executed.",
+    )
+    assert run.continued_tools is None
+    assert [[tool["confirmed"] for tool in leg] for leg in run.tool_decisions] == [[False]]
+
+
+def test_a_continue_while_its_leg_runs_is_409_with_retry_after(api, redis_db):
+    run_id = paused_run("ct-3")
+    continue_(api, run_id, session_id="ct-3", tools=decided(run_id, True))
+    Run.objects.filter(pk=run_id).update(status="RUNNING")  # the leg has started
+    before = snapshot(run_id)
+
+    response = continue_(api, run_id, session_id="ct-3", tools=decided(run_id, True))
+
+    assert (response.status_code, response.json()) == (
+        409,
+        {"detail": "Run is settling between execution legs; retry in a moment"},
+    )
+    assert response["Retry-After"] == "1"
+    assert snapshot(run_id) == before
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("no session", (400, "session_id is required for this action")),
+        ("not paused", (409, "Run {run_id} is not paused (status: PENDING)")),
+        ("cancelled", (409, "Cannot continue run {run_id}: run is cancelled")),
+        (
+            "not background",
+            (
+                409,
+                "Run {run_id} was submitted through the durable queue; continue it with background=true (the queue "
+                "owns its continuations).",
+            ),
+        ),
+        (
+            "stream of a non-stream run",
+            (409, "Run was submitted non-streaming; poll run {run_id} instead of attaching a stream"),
+        ),
+        ("another session", (404, "Run not found")),
+        ("unknown run", (404, "Run not found")),
+    ],
+)
+def test_continue_refusals_change_nothing(api, redis_db, case, expected):
+    run_id = accept_run(session_id="ct-4", component="hitl-agent") if case == "not paused" else paused_run("ct-4")
+    if case == "cancelled":
+        api.post(f"{HITL}/{run_id}/cancel")
+    fields = {"session_id": "ct-4", "tools": json.dumps([])}
+    target = run_id
+    if case == "no session":
+        del fields["session_id"]
+    elif case == "not background":
+        fields["background"] = "false"
+    elif case == "stream of a non-stream run":
+        fields["stream"] = "true"
+    elif case == "another session":
+        fields["session_id"] = "ct-other"
+    elif case == "unknown run":
+        target = str(uuid.uuid4())
+    before = snapshot(run_id)
+
+    response = continue_(api, target, **fields)
+
+    status, detail = expected
+    assert (response.status_code, response.json()) == (status, {"detail": detail.format(run_id=run_id)})
+    assert snapshot(run_id) == before
+
+
+@pytest.mark.parametrize(
+    ("tools", "message"),
+    [
+        ("not json", "Value is not a valid JSON list"),
+        ('{"a": 1}', "Value is not a valid JSON list"),
+        ("[1]", "each tool must be an object with its tool_call_id"),
+        ("[]", "tool call {call} needs confirmed true or false"),
+        ('[{"tool_call_id": "{call}", "confirmed": "yes"}]', "tool call {call} needs confirmed true or false"),
+    ],
+)
+def test_decisions_that_do_not_answer_every_pending_call_are_422(api, redis_db, tools, message):
+    run_id = paused_run("ct-5")
+    call = Run.objects.get(pk=run_id).tools[0]["tool_call_id"]
+    before = snapshot(run_id)
+
+    response = continue_(api, run_id, session_id="ct-5", tools=tools.replace("{call}", call))
+
+    assert response.status_code == 422
+    assert [error["msg"] for error in response.json()["detail"]] == [message.format(call=call)]
+    assert snapshot(run_id) == before
