@@ -6,7 +6,7 @@ import dataclasses
 
 from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, TEAM, WORKFLOW, event_name
-from .runloop import member_turn, model_turn, run_agent
+from .runloop import Progress, agent_turns, apply_decisions, model_turn, run_agent
 from .tools import Tool
 
 
@@ -75,18 +75,34 @@ class Team(Component):
         return self.leader.model_info
 
     def run(self, request: RunRequest, ctx: RunContext) -> RunResult:
+        """The members in turn, then the leader. A member's tool that needs confirmation pauses the team
+        (`TeamRunPaused`); the continue resumes that member, then the rest."""
         model = self.leader.model
-        ctx.emit(
-            event_name(TEAM, "started"),
-            {"model": model.id, "model_provider": model.provider, "members": [m.id for m in self.members]},
-        )
         messages = [{"role": "user", "content": request.message}]
-        answers = []
-        for member in self.members:
-            answer = member_turn(member, ctx.history + messages, ctx)
-            if ctx.cancelled():
+        progress = Progress.read(request)
+        if progress is None:
+            started = {"model": model.id, "model_provider": model.provider, "members": [m.id for m in self.members]}
+            ctx.emit(event_name(TEAM, "started"), started)
+            progress = Progress(0, [], [])
+        else:
+            ctx.emit(event_name(TEAM, "continued"), {"tools": request.decided_tools})
+        answers = list(progress.outputs)
+        for index in range(progress.index, len(self.members)):
+            member = self.members[index]
+            resuming = index == progress.index and progress.messages
+            leg = RunRequest(
+                message=request.message,
+                run_messages=progress.messages if resuming else [],
+                decided_tools=request.decided_tools if resuming else None,
+            )
+            result = run_agent(member, leg, ctx, fields={"agent_id": member.id, "agent_name": member.name})
+            if result.status == RunResult.CANCELLED:
                 return RunResult(RunResult.CANCELLED, "", messages, ctx.session_state)
-            answers.append({"role": "assistant", "name": member.id, "content": answer})
+            if result.status == RunResult.PAUSED:
+                ctx.emit(event_name(TEAM, "paused"), {"tools": result.tools})
+                state = Progress(index, answers, result.messages).record()
+                return RunResult(RunResult.PAUSED, "", [state], ctx.session_state, tools=result.tools)
+            answers.append({"role": "assistant", "name": member.id, "content": result.content})
         text, _ = model_turn(model, ctx.history + messages + answers, (), ctx, TEAM)
         if ctx.cancelled():
             return RunResult(RunResult.CANCELLED, text, messages, ctx.session_state)
@@ -108,16 +124,31 @@ class Workflow(Component):
         return self.steps[0].model_info
 
     def run(self, request: RunRequest, ctx: RunContext) -> RunResult:
-        ctx.emit(event_name(WORKFLOW, "started"), {"steps": [s.name for s in self.steps]})
-        step_input = request.message
-        for number, step in enumerate(self.steps, start=1):
-            ctx.emit(event_name(WORKFLOW, "step_started"), {"step_name": step.name, "step_index": number - 1})
-            step_messages = [{"role": "user", "content": step_input}]
-            text, _ = model_turn(step.model, ctx.history + step_messages, (), ctx, WORKFLOW)
-            if ctx.cancelled():
-                return RunResult(RunResult.CANCELLED, text, step_messages, ctx.session_state)
-            ctx.emit(event_name(WORKFLOW, "step_completed"), {"step_name": step.name, "content": text})
-            step_input = text
+        """The steps in turn. A step's tool that needs confirmation pauses the workflow (`WorkflowPaused`); the
+        continue resumes that step, then the rest."""
+        progress = Progress.read(request)
+        if progress is None:
+            ctx.emit(event_name(WORKFLOW, "started"), {"steps": [s.name for s in self.steps]})
+            progress = Progress(0, [request.message], [])
+        else:
+            ctx.emit(event_name(WORKFLOW, "continued"), {"tools": request.decided_tools})
+        step_input = progress.outputs[-1]
+        for number in range(progress.index, len(self.steps)):
+            step = self.steps[number]
+            if number == progress.index and progress.messages:
+                step_messages = apply_decisions(step, progress.messages, request.decided_tools, ctx, WORKFLOW)
+            else:
+                ctx.emit(event_name(WORKFLOW, "step_started"), {"step_name": step.name, "step_index": number})
+                step_messages = [{"role": "user", "content": step_input}]
+            result = agent_turns(step, step_messages, ctx, WORKFLOW)
+            if result.status == RunResult.CANCELLED:
+                return RunResult(RunResult.CANCELLED, result.content, step_messages, ctx.session_state)
+            if result.status == RunResult.PAUSED:
+                ctx.emit(event_name(WORKFLOW, "paused"), {"tools": result.tools, "step_name": step.name})
+                state = Progress(number, [step_input], result.messages).record()
+                return RunResult(RunResult.PAUSED, "", [state], ctx.session_state, tools=result.tools)
+            ctx.emit(event_name(WORKFLOW, "step_completed"), {"step_name": step.name, "content": result.content})
+            step_input = result.content
         messages = [{"role": "user", "content": request.message}, {"role": "assistant", "content": step_input}]
         ctx.emit(event_name(WORKFLOW, "completed"), {"content": step_input})
         return RunResult(RunResult.COMPLETED, step_input, messages, ctx.session_state)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 
@@ -30,17 +31,6 @@ def model_turn(
     return "".join(parts), calls
 
 
-def member_turn(member, messages: Sequence[dict], ctx: RunContext) -> str:
-    """A team member's answer, as member events: the member's own agent events, naming it."""
-    member_fields = {"agent_id": member.id, "agent_name": member.name}
-    started = {"model": member.model.id, "model_provider": member.model.provider, **member_fields}
-    ctx.emit(event_name(AGENT, "started"), started)
-    text, _ = model_turn(member.model, messages, (), ctx, AGENT, member_fields)
-    if not ctx.cancelled():
-        ctx.emit(event_name(AGENT, "completed"), {"content": text, **member_fields})
-    return text
-
-
 def tool_execution(call: ToolCall, tool: Tool) -> dict:
     """A pending call in AgentOS' ToolExecution shape."""
     return {
@@ -53,37 +43,35 @@ def tool_execution(call: ToolCall, tool: Tool) -> dict:
     }
 
 
-def run_tool(tool: Tool, execution: dict, ctx: RunContext, kind: str) -> dict:
+def run_tool(tool: Tool, execution: dict, ctx: RunContext, kind: str, fields: dict | None = None) -> dict:
     """Execute a tool call, emitting its started/completed events; returns the tool message for the model."""
-    ctx.emit(event_name(kind, "tool_started"), {"tool": execution})
+    ctx.emit(event_name(kind, "tool_started"), {"tool": execution, **(fields or {})})
     result = tool.call(execution["tool_args"])
     done = {**execution, "result": result}
-    ctx.emit(event_name(kind, "tool_completed"), {"tool": done, "content": result})
+    ctx.emit(event_name(kind, "tool_completed"), {"tool": done, "content": result, **(fields or {})})
     return {"role": "tool", "tool_call_id": execution["tool_call_id"], "content": result}
 
 
-def apply_decisions(agent, request: RunRequest, ctx: RunContext, kind: str) -> list[dict]:
-    """Run (or reject) the tools the client decided on when continuing a paused run."""
-    messages = list(request.run_messages)
-    ctx.emit(event_name(kind, "continued"), {"tools": request.decided_tools})
-    for execution in request.decided_tools or ():
+def apply_decisions(
+    agent, messages: list[dict], decided: list[dict], ctx: RunContext, kind: str, fields: dict | None = None
+) -> list[dict]:
+    """The paused leg's messages with each decided call run (confirmed) or reported as rejected."""
+    messages = list(messages)
+    for execution in decided:
         tool = agent.tool(execution["tool_name"])
         if execution.get("confirmed") is True:
-            messages.append(run_tool(tool, execution, ctx, kind))
+            messages.append(run_tool(tool, execution, ctx, kind, fields))
         else:
             messages.append({"role": "tool", "tool_call_id": execution["tool_call_id"], "content": REJECTED})
     return messages
 
 
-def run_agent(agent, request: RunRequest, ctx: RunContext, *, kind: str = "agent") -> RunResult:
-    """An agent's leg: model turns with tool calls until it answers, pauses for confirmation, or is cancelled."""
-    if request.decided_tools is not None:
-        messages = apply_decisions(agent, request, ctx, kind)
-    else:
-        ctx.emit(event_name(kind, "started"), {"model": agent.model.id, "model_provider": agent.model.provider})
-        messages = [{"role": "user", "content": request.message}]
+def agent_turns(agent, messages: list[dict], ctx: RunContext, kind: str, fields: dict | None = None) -> RunResult:
+    """Model turns with tool calls from `messages` until the agent answers (completed), needs a person to confirm
+    a call (paused, before calling it), or is cancelled. Emits content and tool events, not the start or end."""
+    messages = list(messages)
     for _ in range(MAX_MODEL_TURNS):
-        text, calls = model_turn(agent.model, ctx.history + messages, agent.tools, ctx, kind)
+        text, calls = model_turn(agent.model, ctx.history + messages, agent.tools, ctx, kind, fields)
         if ctx.cancelled():
             return RunResult(RunResult.CANCELLED, text, messages, ctx.session_state)
         assistant = {"role": "assistant", "content": text}
@@ -94,7 +82,6 @@ def run_agent(agent, request: RunRequest, ctx: RunContext, *, kind: str = "agent
             ]
         messages.append(assistant)
         if not calls:
-            ctx.emit(event_name(kind, "completed"), {"content": text})
             return RunResult(RunResult.COMPLETED, text, messages, ctx.session_state)
         pending = []
         for call in calls:
@@ -103,8 +90,52 @@ def run_agent(agent, request: RunRequest, ctx: RunContext, *, kind: str = "agent
             if tool.requires_confirmation:
                 pending.append(execution)
             else:
-                messages.append(run_tool(tool, execution, ctx, kind))
+                messages.append(run_tool(tool, execution, ctx, kind, fields))
         if pending:
-            ctx.emit(event_name(kind, "paused"), {"tools": pending})
             return RunResult(RunResult.PAUSED, text, messages, ctx.session_state, tools=pending)
     raise PermanentRunError(f"Agent {agent.id} called tools {MAX_MODEL_TURNS} times without answering")
+
+
+def run_agent(
+    agent, request: RunRequest, ctx: RunContext, *, kind: str = AGENT, fields: dict | None = None
+) -> RunResult:
+    """An agent's leg, with its start (or continuation) and end events; `fields` mark a team member's events."""
+    fields = fields or {}
+    if request.decided_tools is not None:
+        ctx.emit(event_name(kind, "continued"), {"tools": request.decided_tools, **fields})
+        messages = apply_decisions(agent, request.run_messages, request.decided_tools, ctx, kind, fields)
+    else:
+        model = {"model": agent.model.id, "model_provider": agent.model.provider}
+        ctx.emit(event_name(kind, "started"), {**model, **fields})
+        messages = [{"role": "user", "content": request.message}]
+    result = agent_turns(agent, messages, ctx, kind, fields)
+    if result.status == RunResult.COMPLETED:
+        ctx.emit(event_name(kind, "completed"), {"content": result.content, **fields})
+    elif result.status == RunResult.PAUSED:
+        ctx.emit(event_name(kind, "paused"), {"tools": result.tools, **fields})
+    return result
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """Where a paused team or workflow stands: the member or step that paused (`index`), what came before it
+    (`outputs`, or the step's input), and that member's or step's own messages. Kept as the run's messages
+    while it is paused, so the continuation picks up there."""
+
+    index: int
+    outputs: list
+    messages: list
+    ROLE = "agentos_progress"
+
+    def record(self) -> dict:
+        return {"role": self.ROLE, "index": self.index, "outputs": self.outputs, "messages": self.messages}
+
+    @classmethod
+    def read(cls, request: RunRequest) -> Progress | None:
+        """The progress a continued run left, or None for a fresh run."""
+        if request.decided_tools is None or not request.run_messages:
+            return None
+        record = request.run_messages[-1]
+        if record.get("role") != cls.ROLE:
+            return None
+        return cls(record["index"], record["outputs"], record["messages"])

@@ -24,7 +24,7 @@ def stub_components() -> list:
         description="A stub leader with two stub members; the team answers as its leader does.",
         leader=Agent(id="stub-leader", name="Leader", model=model),
         members=(
-            Agent(id="stub-member-1", name="Member 1", model=model),
+            Agent(id="stub-member-1", name="Member 1", model=model, tools=(DELETE_TEMP_FILES,)),
             Agent(id="stub-member-2", name="Member 2", model=model),
         ),
     )
@@ -33,7 +33,7 @@ def stub_components() -> list:
         name="Stub Workflow",
         description="Two steps, each a stub agent.",
         steps=(
-            Agent(id="stub-step-1", name="Step 1", model=model),
+            Agent(id="stub-step-1", name="Step 1", model=model, tools=(DELETE_TEMP_FILES,)),
             Agent(id="stub-step-2", name="Step 2", model=model),
         ),
     )

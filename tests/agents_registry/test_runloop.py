@@ -107,3 +107,65 @@ def test_rejected_tool_is_reported_to_the_model_and_not_run(make_context, record
     assert done.status == "completed"
     assert [m["content"] for m in done.messages if m["role"] == "tool"] == [REJECTED]
     assert "ToolCallStarted" not in recorder.names
+
+
+def test_a_members_tool_pauses_the_team_and_the_continue_resumes_that_member(make_context, recorder):
+    team = registry.get("team", "stub-team")
+    paused = team.run(RunRequest(message="delete sleep=0"), make_context())
+
+    assert (paused.status, [t["tool_name"] for t in paused.tools]) == ("paused", ["delete_temp_files"])
+    assert [(name, fields.get("agent_id")) for name, fields in recorder.events if "Content" not in name] == [
+        ("TeamRunStarted", None),
+        ("RunStarted", "stub-member-1"),
+        ("RunPaused", "stub-member-1"),
+        ("TeamRunPaused", None),
+    ]
+
+    recorder.events.clear()
+    decided = [{**paused.tools[0], "confirmed": True}]
+    done = team.run(
+        RunRequest(message="delete sleep=0", run_messages=paused.messages, decided_tools=decided), make_context()
+    )
+
+    assert (done.status, done.content) == ("completed", "echo: delete sleep=0 (history: 0 messages)")
+    assert [(name, fields.get("agent_id")) for name, fields in recorder.events if "Content" not in name] == [
+        ("TeamRunContinued", None),
+        ("RunContinued", "stub-member-1"),
+        ("ToolCallStarted", "stub-member-1"),
+        ("ToolCallCompleted", "stub-member-1"),
+        ("RunCompleted", "stub-member-1"),
+        ("RunStarted", "stub-member-2"),
+        ("RunCompleted", "stub-member-2"),
+        ("TeamRunCompleted", None),
+    ]
+    assert done.messages == [
+        {"role": "user", "content": "delete sleep=0"},
+        {"role": "assistant", "content": "echo: delete sleep=0 (history: 0 messages)"},
+    ]
+
+
+def test_a_steps_tool_pauses_the_workflow_and_the_continue_resumes_that_step(make_context, recorder):
+    workflow = registry.get("workflow", "stub-workflow")
+    paused = workflow.run(RunRequest(message="delete sleep=0"), make_context())
+
+    assert paused.status == "paused"
+    assert [name for name in recorder.names if name != "RunContent"] == [
+        "WorkflowStarted",
+        "StepStarted",
+        "WorkflowPaused",
+    ]
+
+    recorder.events.clear()
+    decided = [{**paused.tools[0], "confirmed": False}]
+    done = workflow.run(
+        RunRequest(message="delete sleep=0", run_messages=paused.messages, decided_tools=decided), make_context()
+    )
+
+    assert done.content == f"echo: not done: {REJECTED} (history: 0 messages)"
+    assert [name for name in recorder.names if name != "RunContent"] == [
+        "WorkflowContinued",
+        "StepCompleted",
+        "StepStarted",
+        "StepCompleted",
+        "WorkflowCompleted",
+    ]

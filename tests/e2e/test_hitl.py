@@ -9,6 +9,7 @@ import time
 from datetime import datetime
 
 import pytest
+import requests
 
 from queueing.models import Ticket
 from tests.conftest import sse_frames, wait_until
@@ -158,3 +159,34 @@ def test_a_lost_continuation_leg_is_parked_back_to_paused_and_continues_again(st
     assert (ticket.status, ticket.attempt, ticket.max_attempts) == ("paused", 2, 2)
     assert parked["tools"] == paused["tools"]
     assert (done["content"], done["queue_attempt"]) == ("done: tool result received", 3)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "content"),
+    [
+        ("/teams/stub-team", "echo: please delete scratch sleep=0 (history: 0 messages)"),
+        ("/workflows/stub-workflow", "echo: done: tool result received (history: 0 messages)"),
+    ],
+)
+def test_teams_and_workflows_pause_on_a_members_or_steps_tool(start_web, start_worker, prefix, content):
+    start_worker()
+    web = start_web()
+    kind = prefix.split("/")[1][:-1]
+    runs = f"{prefix}/runs"
+    run_id = web.post(
+        runs, message="please delete scratch sleep=0", session_id="h-5", background="true", stream="false"
+    ).json()["run_id"]
+
+    def poll():
+        response = requests.get(f"{web.url}{runs}/{run_id}", params={"session_id": "h-5"}, timeout=10)
+        return response.json()
+
+    paused = wait_until(lambda: (body := poll())["status"] == "PAUSED" and body, timeout=20, what="the pause")
+    answer = web.post(
+        f"{runs}/{run_id}/continue", session_id="h-5", background="true", stream="false", tools=decide(paused, True)
+    )
+    done = wait_until(lambda: (body := poll())["status"] == "COMPLETED" and body, timeout=20, what="the end")
+
+    assert [t["tool_name"] for t in paused["tools"]] == ["delete_temp_files"]
+    assert answer.status_code == 202
+    assert (done["content"], done["queue_attempt"], done[f"{kind}_id"]) == (content, 2, prefix.split("/")[2])
