@@ -89,3 +89,21 @@ def test_a_ticket_whose_step_raises_does_not_stop_the_pass(redis_db, executor):
     assert snapshot(tickets[1])["error"] is None, "the raising step rolled back"
     executor.refuse.clear()
     assert sweep_once(conf(lock_grace_seconds=60)).failed == 1, "and is done on the next pass"
+
+
+def test_a_stale_lease_whose_job_is_still_paused_at_heart_is_parked_back_to_paused(redis_db, executor):
+    parked, failed = accept(session_id="park-1"), accept(session_id="park-2")
+    behind = accept(session_id="park-1")
+    executor.parked.add(parked)
+    for ticket_id in (parked, failed):
+        claim(ticket_id)
+        backdate(ticket_id)
+
+    report = sweep_once(conf(lock_grace_seconds=60))
+
+    assert (report.parked, report.failed) == (1, 1)
+    row = snapshot(parked)
+    assert (row["status"], row["locked_by"], row["is_head"], row["attempt"]) == ("paused", None, True, 1)
+    assert executor.settled(parked) == [("paused", 1, None)]
+    assert snapshot(behind)["is_head"] is False, "the session stays held by the paused run"
+    assert snapshot(failed)["status"] == "failed"

@@ -165,3 +165,20 @@ def test_decisions_that_do_not_answer_every_pending_call_are_422(api, redis_db, 
     assert response.status_code == 422
     assert [error["msg"] for error in response.json()["detail"]] == [message.format(call=call)]
     assert snapshot(run_id) == before
+
+
+def test_cancel_of_a_paused_run_ends_it_with_stage_paused_and_its_session_goes_on(api, redis_db):
+    run_id = paused_run("ct-6")
+    follow_up = accept_run(session_id="ct-6", component="hitl-agent")
+
+    api.post(f"{HITL}/{run_id}/cancel")
+    refused = continue_(api, run_id, session_id="ct-6", tools=decided(run_id, True))
+
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.cancellation_stage, run.content) == (
+        "CANCELLED",
+        "PAUSED",
+        "cancelled while paused awaiting continuation",
+    )
+    assert Ticket.objects.get(pk=follow_up).is_head
+    assert (refused.status_code, refused.json()) == (409, {"detail": f"Cannot continue run {run_id}: run is cancelled"})
