@@ -5,9 +5,10 @@ from django.core.management.base import BaseCommand
 from bench import backlog as blocked_backlog
 from bench.demo import run_scenario
 from bench.harness import Client, Figure, accept_latency, drain, handoff, percentile
+from bench.hitl import continue_latencies
 from bench.streams import cancel_times, delivery_delays
 
-SCENARIOS = ("accept", "drain", "handoff", "backlog", "order", "seed", "stream")
+SCENARIOS = ("accept", "drain", "handoff", "backlog", "order", "seed", "stream", "hitl")
 
 
 class Command(BaseCommand):
@@ -126,4 +127,16 @@ class Command(BaseCommand):
             Figure(f"stream delay p99 ({self.events} events)", "ms", p99),
             Figure("cancel to CANCELLED p50 (20 runs)", "ms", cancel50),
             Figure("cancel to CANCELLED p99 (20 runs)", "ms", cancel99),
+        ]
+
+    def bench_hitl(self, repeats, **_):
+        """A continue's 202 to its leg's start, and the leg's end to the held follow-up's start (20 runs)."""
+        legs, follow_ups = [], []
+        for _ in range(repeats):
+            to_leg, to_follow_up = continue_latencies(self.client)
+            legs.append(percentile(to_leg, 0.50))
+            follow_ups.append(percentile(to_follow_up, 0.50))
+        return [
+            Figure("continue sent to leg start p50", "ms", legs),
+            Figure("leg end to held follow-up start p50", "ms", follow_ups),
         ]
