@@ -24,6 +24,9 @@ class RunContext:
     attempt: int = 1
     emit: Callable[[str, dict], None] = lambda name, fields: None
     cancelled: Callable[[], bool] = lambda: False
+    # Called once before the first confirmed tool of a continuation runs: from then on a lost leg may have had
+    # side effects, so it must not be offered for confirmation again.
+    applying_tools: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.monotonic
 
     def wait(self, seconds: float, *, step: float = 0.05) -> bool:

@@ -55,11 +55,18 @@ def run_tool(tool: Tool, execution: dict, ctx: RunContext, kind: str, fields: di
 def apply_decisions(
     agent, messages: list[dict], decided: list[dict], ctx: RunContext, kind: str, fields: dict | None = None
 ) -> list[dict]:
-    """The paused leg's messages with each decided call run (confirmed) or reported as rejected."""
+    """The paused leg's messages with each decided call run (confirmed) or reported as rejected; a cancelled run
+    runs no further tool."""
     messages = list(messages)
+    applying = False
     for execution in decided:
         tool = agent.tool(execution["tool_name"])
+        if ctx.cancelled():
+            break
         if execution.get("confirmed") is True:
+            if not applying:
+                ctx.applying_tools()
+                applying = True
             messages.append(run_tool(tool, execution, ctx, kind, fields))
         else:
             messages.append({"role": "tool", "tool_call_id": execution["tool_call_id"], "content": REJECTED})
@@ -91,6 +98,8 @@ def agent_turns(agent, messages: list[dict], ctx: RunContext, kind: str, fields:
                 pending.append(execution)
             else:
                 messages.append(run_tool(tool, execution, ctx, kind, fields))
+        if pending and ctx.cancelled():  # asked to stop while it would wait for a person
+            return RunResult(RunResult.CANCELLED, text, messages, ctx.session_state)
         if pending:
             return RunResult(RunResult.PAUSED, text, messages, ctx.session_state, tools=pending)
     raise PermanentRunError(f"Agent {agent.id} called tools {MAX_MODEL_TURNS} times without answering")

@@ -24,17 +24,18 @@ def run_cancel(*, kind: str, component_id: str, run_id: str, session_id: str | N
     """
     run = run_find(kind=kind, component_id=component_id, run_id=run_id, session_id=session_id)
     if run is not None:
-        _cancel(run)
+        run_cancel_found(run)
 
 
 def run_cancel_inline(*, run_id) -> None:
     """The client of an inline run went away: cancel the run, wherever it is in its life."""
     run = Run.objects.filter(pk=run_id).first()
     if run is not None:
-        _cancel(run)
+        run_cancel_found(run)
 
 
-def _cancel(run: Run) -> None:
+def run_cancel_found(run: Run) -> None:
+    """Cancel `run` (already looked up): see `run_cancel`."""
     if run.status in FINISHED:
         return
     if run.queued:

@@ -13,6 +13,7 @@ from django.db.models.expressions import RawSQL
 from agentos_project.exceptions import RequestInvalid
 from queueing.tickets import ticket_continue
 
+from .cancelling import run_cancel_found
 from .exceptions import ContinueRefused, LegSettling, RunNotFound
 from .models import Run, RunStatus
 from .selectors import run_find
@@ -43,21 +44,25 @@ def run_continue(
     background=true, else inline, when the returned future is done.
 
     Checked in order: unknown run (404), cancelled, a leg of an earlier continue still executing (409 with
-    Retry-After), an earlier continue still queued (the same 202: a double click), not paused, a queue-owned run
-    continued without background=true, a stream asked of a run submitted without one (all 409), decisions that
-    do not answer every pending call (422). Then, in one transaction, the run's row (paused → PENDING, guarded on
-    PAUSED) and its ticket (paused → queued, one more attempt, same place) change together.
+    Retry-After), not paused, a queue-owned run continued without background=true, a stream asked of a run
+    submitted without one (all 409); then an earlier continue still queued answers the same 202 (a double
+    click); then decisions that do not answer every pending call (422). A paused run whose cancel was asked
+    while its leg ran is cancelled now (409, cancelled). Then, in one transaction, the ticket (paused → queued,
+    one more attempt, same place; guarded, and taken first, as a cancel takes it) and the run's row (paused →
+    PENDING, guarded) change together.
     """
     run = run_find(kind=kind, component_id=component_id, run_id=run_id, session_id=session_id)
     if run is None:
         raise RunNotFound()
+    if run.status == RunStatus.PAUSED and run.cancel_requested_at is not None:
+        run_cancel_found(run)
+        run.status = RunStatus.CANCELLED
+    waiting = run.continued_tools is not None and run.status == RunStatus.PENDING
     if run.status == RunStatus.CANCELLED:
         raise ContinueRefused(f"Cannot continue run {run.run_id}: run is cancelled")
     if run.continued_tools is not None and run.status == RunStatus.RUNNING:
         raise LegSettling()
-    if run.continued_tools is not None and run.status == RunStatus.PENDING:
-        return Continued(Accepted(str(run.run_id), run.session_id, RunStatus.PENDING), run.next_event_index - 1)
-    if run.status != RunStatus.PAUSED:
+    if run.status != RunStatus.PAUSED and not waiting:
         raise ContinueRefused(f"Run {run.run_id} is not paused (status: {run.status})")
     if run.queued and not background:
         raise ContinueRefused(
@@ -66,34 +71,41 @@ def run_continue(
         )
     if stream and not run.stream:
         raise ContinueRefused(f"Run was submitted non-streaming; poll run {run.run_id} instead of attaching a stream")
+    accepted = Accepted(str(run.run_id), run.session_id, RunStatus.PENDING)
+    if waiting:
+        return Continued(accepted, run.next_event_index - 1)
     decided = decisions(pending=run.tools or [], tools=tools)
     with transaction.atomic():
-        continued = Run.objects.filter(pk=run.run_id, status=RunStatus.PAUSED).update(
+        queued = ticket_continue(ticket_id=run.run_id) if run.queued else True
+        continued = queued and Run.objects.filter(pk=run.run_id, status=RunStatus.PAUSED).update(
             status=RunStatus.PENDING,
             continued_tools=decided,
             tool_decisions=RawSQL("tool_decisions || %s::jsonb", [json.dumps([decided])]),
         )
-        if continued and run.queued:
-            ticket_continue(ticket_id=run.run_id)
-        elif continued and background:
+        if queued and not continued:
+            transaction.set_rollback(True)
+        elif continued and not run.queued and background:
             runner.submit(run.run_id)
-    accepted = Accepted(str(run.run_id), run.session_id, RunStatus.PENDING)
-    if continued and not run.queued and not background:
-        return Continued(accepted, run.next_event_index - 1, inline_runner.start(run.run_id))
     if not continued:  # a concurrent continue (or cancel) came first: answer as it now stands
         return run_continue(
             kind=kind, component_id=component_id, run_id=run_id, session_id=session_id, tools=tools,
             background=background, stream=stream,
         )  # fmt: skip
+    if not run.queued and not background:
+        return Continued(accepted, run.next_event_index - 1, inline_runner.start(run.run_id))
     return Continued(accepted, run.next_event_index - 1)
 
 
-def decisions(*, pending: list[dict], tools: list) -> list[dict]:
+def decisions(*, pending: list[dict], tools: list | None) -> list[dict]:
     """The pending calls with the client's `confirmed` (and, for a confirmed one, nothing else of theirs).
 
     Every pending call must be answered, by `tool_call_id`, with `confirmed` true or false; extra fields of the
     client's tool executions (AgentOS clients send their whole ToolExecution) are ignored.
     """
+    if tools is None:
+        raise RequestInvalid(
+            [{"type": "missing", "loc": ["body", "tools"], "msg": "This field is required.", "input": None}]
+        )
     answers = {}
     for tool in tools:
         if not isinstance(tool, dict) or not isinstance(tool.get("tool_call_id"), str):

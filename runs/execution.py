@@ -56,6 +56,12 @@ class EventSink:
         eventbus.sender.send_on_commit(self.run.run_id, self.held)
 
 
+def mark_tools_applied(*, run_id, attempt: int) -> None:
+    """Record, before a continuation runs its first confirmed tool, that this attempt did (one guarded UPDATE,
+    fenced on the attempt): a lost leg that had side effects is failed, not offered for confirmation again."""
+    Run.objects.filter(pk=run_id, attempt=attempt).update(tools_applied_attempt=attempt)
+
+
 def first_event_index(run: Run) -> int:
     """Where a new leg (or a terminal event written from outside) numbers on from: after the last index stored
     and after the last one published, so an attempt that died before storing its events is not overlapped."""
@@ -81,8 +87,8 @@ def run_leg(
 ) -> LegResult:
     """Run `run`'s component once, from its input (or its paused state), with the session's history.
 
-    Outside any transaction: nothing here writes (events go live to Redis). A timeout becomes an error
-    `Run exceeded timeout_seconds=N`.
+    Outside any transaction: nothing here writes (events go live to Redis) but the mark that a continuation is
+    about to run its confirmed tools. A timeout becomes an error `Run exceeded timeout_seconds=N`.
     """
     sink = EventSink(run, attempt, first_event_index(run))
     try:
@@ -103,6 +109,7 @@ def run_leg(
         attempt=attempt,
         emit=sink.emit,
         cancelled=lambda: timed_out() or cancelled(),
+        applying_tools=lambda: mark_tools_applied(run_id=run.run_id, attempt=attempt),
     )
     request = RunRequest(message=run.input_content, run_messages=run.run_messages, decided_tools=run.continued_tools)
     started = time.monotonic()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from django.db.models import F
+
 from agentos_project.conf import current
 from queueing.executor import Claim, Outcome, Settlement
 from queueing.models import TicketStatus
-from queueing.shutdown import interrupted, interrupted_outcome
+from queueing.shutdown import INTERRUPTED, interrupted, interrupted_outcome
 
 from .cancellation import watcher
 from .execution import LegResult, run_leg
@@ -40,6 +42,8 @@ class RunExecutor:
             )
         stopped = leg.result is None or leg.result.status == leg.result.CANCELLED
         if stopped and interrupted() and not cancel.is_set():
+            if self.parks_lost_attempt(claim.ticket_id):  # a continuation that changed nothing: paused again
+                return Outcome(TicketStatus.PAUSED, error=INTERRUPTED)
             return interrupted_outcome()
         if leg.result is None:
             error = storable_text(leg.error)  # it lands in the ticket's error as well
@@ -47,8 +51,10 @@ class RunExecutor:
         return Outcome(TICKET_STATUS[LEG_STATUS[leg.result.status]], result=leg)
 
     def parks_lost_attempt(self, ticket_id: str) -> bool:
-        """A continuation leg (its decisions not yet applied by a recorded leg) can be continued again."""
-        return Run.objects.filter(pk=ticket_id, continued_tools__isnull=False).exists()
+        """A continuation leg lost before it ran a confirmed tool (or recorded anything) can be continued again;
+        one that may have run a tool is failed, as any lost attempt is (at most once)."""
+        continuing = Run.objects.filter(pk=ticket_id, continued_tools__isnull=False)
+        return continuing.exclude(tools_applied_attempt=F("attempt")).exists()
 
     def settle(self, settlement: Settlement) -> None:
         """Mirror a ticket change on its run, inside the ticket's transaction."""

@@ -61,6 +61,7 @@ class Run(models.Model):
     # ends), and the decisions of every continue so far, for operators and the poll.
     continued_tools = models.JSONField(null=True, blank=True)
     tool_decisions = models.JSONField(default=list, blank=True)
+    tools_applied_attempt = models.PositiveIntegerField(null=True, blank=True)  # ran confirmed tools in this attempt
     # When a cancel was asked of the run while it executed; the watcher reads it when Redis cannot tell it.
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())

@@ -70,6 +70,7 @@ def run_to_wire(run: Run, *, waiting_on: str | None = None) -> dict:
         "events": events or None,
         "metrics": run.metrics,
         "tools": run.tools if run.status == RunStatus.PAUSED else None,
+        "tool_decisions": run.tool_decisions or None,  # beyond: what each continue decided
         "cancellation_stage": run.cancellation_stage if run.status == RunStatus.CANCELLED else None,
         "waiting_on": waiting_on,
         "started_at": _iso(run.started_at),

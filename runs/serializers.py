@@ -102,7 +102,7 @@ class JSONListField(serializers.Field):
 
 
 class ContinueSerializer(serializers.Serializer):
-    tools = JSONListField()
+    tools = JSONListField(required=False, default=None)  # required, but checked after the run (404, 409s first)
     session_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)
     user_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)
     stream = StrictBooleanField(required=False, default=True)

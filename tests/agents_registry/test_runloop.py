@@ -169,3 +169,32 @@ def test_a_steps_tool_pauses_the_workflow_and_the_continue_resumes_that_step(mak
         "StepCompleted",
         "WorkflowCompleted",
     ]
+
+
+def test_a_cancelled_continuation_runs_none_of_its_confirmed_tools(make_context, recorder):
+    agent = registry.get("agent", "hitl-agent")
+    paused = agent.run(RunRequest(message="delete sleep=0"), make_context())
+    applied = []
+
+    done = agent.run(
+        RunRequest(
+            message="delete sleep=0",
+            run_messages=paused.messages,
+            decided_tools=[{**paused.tools[0], "confirmed": True}],
+        ),
+        make_context(cancelled=lambda: True, applying_tools=lambda: applied.append(True)),
+    )
+
+    assert done.status == "cancelled"
+    assert "ToolCallStarted" not in recorder.names and applied == []
+
+
+def test_a_run_asked_to_stop_when_it_would_pause_ends_cancelled(make_context, recorder):
+    calls = iter([False, False, True])  # not cancelled while streaming; cancelled by the time it would pause
+
+    result = registry.get("agent", "hitl-agent").run(
+        RunRequest(message="delete sleep=0"), make_context(cancelled=lambda: next(calls, True))
+    )
+
+    assert result.status == "cancelled"
+    assert "RunPaused" not in recorder.names

@@ -133,7 +133,9 @@ def test_two_pauses_in_one_run_with_stream_indices_going_on(start_web, start_wor
     assert (done["status"], done["content"], done["queue_attempt"]) == ("COMPLETED", "done: tool result received", 3)
 
 
-def test_a_lost_continuation_leg_is_parked_back_to_paused_and_continues_again(start_web, start_worker, start_sweeper):
+def test_a_lost_continuation_leg_that_ran_no_tool_is_parked_back_to_paused_and_continues_again(
+    start_web, start_worker, start_sweeper
+):
     grace = {"AGENTOS_LOCK_GRACE_SECONDS": "3", "AGENTOS_POLL_INTERVAL": "0.5"}
     start_sweeper(**grace)
     doomed = start_worker(**grace)
@@ -142,8 +144,9 @@ def test_a_lost_continuation_leg_is_parked_back_to_paused_and_continues_again(st
         HITL, message="please delete scratch sleep=2", session_id="h-4", background="true", stream="false"
     ).json()["run_id"]
     paused = wait_for(web, run_id, "h-4", "PAUSED")
+    # rejected: the leg runs no tool, then the model thinks for 2 s, and its worker is killed meanwhile
     web.post(
-        f"{HITL}/{run_id}/continue", session_id="h-4", background="true", stream="false", tools=decide(paused, True)
+        f"{HITL}/{run_id}/continue", session_id="h-4", background="true", stream="false", tools=decide(paused, False)
     )
     wait_for(web, run_id, "h-4", "RUNNING")
 
@@ -159,6 +162,7 @@ def test_a_lost_continuation_leg_is_parked_back_to_paused_and_continues_again(st
     assert (ticket.status, ticket.attempt, ticket.max_attempts) == ("paused", 2, 2)
     assert parked["tools"] == paused["tools"]
     assert (done["content"], done["queue_attempt"]) == ("done: tool result received", 3)
+    assert [[tool["confirmed"] for tool in leg] for leg in done["tool_decisions"]] == [[False], [True]]
 
 
 @pytest.mark.parametrize(

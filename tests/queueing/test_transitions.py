@@ -16,6 +16,7 @@ from queueing.tickets import (
     ticket_continue,
     ticket_fail_stale,
     ticket_heartbeat,
+    ticket_park_stale,
     ticket_prune,
     ticket_requeue,
     ticket_retry,
@@ -267,18 +268,20 @@ EVENTS = {
         claim=owner or intruder(t), outcome=Outcome("failed", retryable=True), delay_seconds=0
     ),
     "sweep": lambda t, owner: ticket_fail_stale(ticket_id=t, grace_seconds=60),
+    "park": lambda t, owner: ticket_park_stale(ticket_id=t, grace_seconds=60),
     "cancel": lambda t, owner: ticket_cancel(ticket_id=t, error="x"),
     "continue": lambda t, owner: ticket_continue(ticket_id=t),
     "requeue": lambda t, owner: ticket_requeue(ticket_id=t, grace_seconds=60, force=True) == RequeueResult.REQUEUED,
     "prune": lambda t, owner: ticket_prune(retention_seconds=3600),
 }
-PREPARE = {"sweep": make_stale_and_spent, "prune": make_old, "heartbeat": make_owned}
+PREPARE = {"sweep": make_stale_and_spent, "park": make_stale_and_spent, "prune": make_old, "heartbeat": make_owned}
 ALLOWED = {
     ("claim", "queued"),
     ("heartbeat", "running"),
     ("finish", "running"),
     ("retry", "running"),
     ("sweep", "running"),
+    ("park", "running"),
     ("cancel", "queued"),
     ("cancel", "paused"),
     ("continue", "paused"),

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import uuid
 
 import pytest
+from django.db.models import F
+from django.db.models.functions import Now
 
+from agentos_project.conf import current
 from queueing.models import Ticket
+from queueing.sweeper import sweep_once
+from queueing.tickets import ticket_claim
 from queueing.worker import worker_execute
-from runs.models import Run
+from runs.execution import mark_tools_applied
+from runs.models import Run, RunEvent
 
 from .conftest import accept_run, row_counts
 
@@ -182,3 +189,39 @@ def test_cancel_of_a_paused_run_ends_it_with_stage_paused_and_its_session_goes_o
     )
     assert Ticket.objects.get(pk=follow_up).is_head
     assert (refused.status_code, refused.json()) == (409, {"detail": f"Cannot continue run {run_id}: run is cancelled"})
+
+
+@pytest.mark.parametrize(("applied", "ending"), [(False, ("PAUSED", "paused")), (True, ("ERROR", "failed"))])
+def test_a_lost_continuation_is_parked_only_if_it_ran_no_tool(api, redis_db, applied, ending):
+    run_id = paused_run(f"ct-7-{applied}")
+    continue_(api, run_id, session_id=f"ct-7-{applied}", tools=decided(run_id, True))
+    claim = ticket_claim(ticket_id=run_id, worker_id="gone", grace_seconds=60)
+    if applied:
+        mark_tools_applied(run_id=run_id, attempt=claim.attempt)  # what the leg writes before its first tool
+    Ticket.objects.filter(pk=run_id).update(locked_at=F("locked_at") - datetime.timedelta(hours=1))
+
+    sweep_once(current().queue)
+
+    run, ticket = Run.objects.get(pk=run_id), Ticket.objects.get(pk=run_id)
+    assert (run.status, ticket.status) == ending
+    if not applied:
+        assert run.continued_tools is None and run.tools[0]["confirmed"] is None  # to be decided again
+        assert RunEvent.objects.filter(run_id=run_id).last().event == "RunPaused"
+
+
+def test_a_paused_run_whose_cancel_came_while_its_leg_ran_is_cancelled_by_the_next_continue(api, redis_db):
+    run_id = paused_run("ct-8")
+    Run.objects.filter(pk=run_id).update(cancel_requested_at=Now())
+
+    response = continue_(api, run_id, session_id="ct-8", tools=decided(run_id, True))
+
+    assert (response.status_code, response.json()) == (
+        409,
+        {"detail": f"Cannot continue run {run_id}: run is cancelled"},
+    )
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.cancellation_stage, Ticket.objects.get(pk=run_id).status) == (
+        "CANCELLED",
+        "PAUSED",
+        "cancelled",
+    )
