@@ -194,3 +194,15 @@ def test_teams_and_workflows_pause_on_a_members_or_steps_tool(start_web, start_w
     assert [t["tool_name"] for t in paused["tools"]] == ["delete_temp_files"]
     assert answer.status_code == 202
     assert (done["content"], done["queue_attempt"], done[f"{kind}_id"]) == (content, 2, prefix.split("/")[2])
+
+
+def test_an_inline_paused_run_continues_inline(start_web):
+    web = start_web()
+    paused = web.post(HITL, message="please delete scratch sleep=0", session_id="h-6", stream="false").json()
+
+    done = web.post(
+        f"{HITL}/{paused['run_id']}/continue", session_id="h-6", stream="false", tools=decide(paused, True)
+    ).json()
+
+    assert paused["status"] == "PAUSED"
+    assert (done["status"], done["content"], done["queue_attempt"]) == ("COMPLETED", "done: tool result received", 2)
