@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from concurrent.futures import Future
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -32,7 +33,7 @@ from .serializers import (
 )
 from .services import run_start_inline, run_submit
 from .streams import run_tail
-from .submission import Submission
+from .submission import Accepted, Submission
 
 
 def component_or_404(kind: str, component_id: str):
@@ -40,6 +41,24 @@ def component_or_404(kind: str, component_id: str):
         return registry.get(kind, component_id)
     except RegistryMiss:
         raise ComponentNotFound(f"{kind.capitalize()} not found") from None
+
+
+def answer(
+    run_id: str, kind: str, *, stream: bool, accepted: Accepted | None = None, done: Future | None = None, after=-1
+):
+    """How a submit or a continue answers: with `stream`, the run's SSE tail from after `after`; else the 202
+    (`accepted`) of a background run, or an inline run's body once `done`. Given `done` (an inline run), a
+    client that disconnects cancels the run."""
+    tail = run_tail(run_id, kind, after=after) if stream else None
+    if done is not None:
+        return (
+            sse_response(cancelled_on_disconnect(run_id, tail))
+            if tail is not None
+            else inline_json_response(run_id, done)
+        )
+    if tail is not None:
+        return sse_response(tail)
+    return Response(dataclasses.asdict(accepted), status=status.HTTP_202_ACCEPTED)
 
 
 class SubmitRunView(APIView):
@@ -64,13 +83,9 @@ class SubmitRunView(APIView):
         )
         if data["background"]:
             accepted = run_submit(submission=submission)
-            if data["stream"]:
-                return sse_response(run_tail(accepted.run_id, component.kind))
-            return Response(dataclasses.asdict(accepted), status=status.HTTP_202_ACCEPTED)
+            return answer(accepted.run_id, component.kind, stream=data["stream"], accepted=accepted)
         run, done = run_start_inline(submission=submission)
-        if data["stream"]:
-            return sse_response(cancelled_on_disconnect(run.run_id, run_tail(run.run_id, component.kind)))
-        return inline_json_response(run.run_id, done)
+        return answer(str(run.run_id), component.kind, stream=data["stream"], done=done)
 
 
 class RunDetailView(APIView):
@@ -109,15 +124,14 @@ class ContinueRunView(APIView):
             background=data["background"],
             stream=data["stream"],
         )
-        run_id = continued.accepted.run_id
-        tail = run_tail(run_id, component.kind, after=continued.after) if data["stream"] else None
-        if continued.done is not None:
-            if tail is not None:
-                return sse_response(cancelled_on_disconnect(run_id, tail))
-            return inline_json_response(run_id, continued.done)
-        if tail is not None:
-            return sse_response(tail)
-        return Response(dataclasses.asdict(continued.accepted), status=status.HTTP_202_ACCEPTED)
+        return answer(
+            continued.accepted.run_id,
+            component.kind,
+            stream=data["stream"],
+            accepted=continued.accepted,
+            done=continued.done,
+            after=continued.after,
+        )
 
 
 class CancelRunView(APIView):
