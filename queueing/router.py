@@ -14,12 +14,8 @@ gets a harmless duplicate.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import logging
-import os
-import queue
-import threading
 import time
 from collections.abc import Iterable
 
@@ -29,6 +25,7 @@ from django.db import transaction
 from agentos_project.celery import app
 from agentos_project.conf import current
 from agentos_project.coordination import redis_client
+from agentos_project.offthread import OffThread
 
 log = logging.getLogger("agentos.queue")
 MARKER = "agentos:message:{}"
@@ -57,7 +54,7 @@ def publish(ticket_id, *, countdown: float | None = None) -> bool:
     return True
 
 
-class Publisher:
+class Publisher(OffThread):
     """Sends, on a thread of its own, the messages that transactions asked for on commit.
 
     So a slow or absent broker never holds a request (an accept answers 202 as soon as its rows commit) or a
@@ -66,53 +63,18 @@ class Publisher:
     them once the broker is back.
     """
 
+    name = "agentos-publisher"
     BROKER_PAUSE = 5.0
 
-    def __init__(self) -> None:
-        self._start_lock = threading.Lock()
-        self._owner_pid: int | None = None
-
-    def _start(self) -> None:
-        """On first use in a process (a forked child included): a fresh queue and thread of its own."""
-        with self._start_lock:
-            if self._owner_pid == os.getpid():
-                return
-            self._queue: queue.SimpleQueue = queue.SimpleQueue()
-            self._idle = threading.Condition()
-            self._pending = 0
-            self._paused_until = 0.0
-            threading.Thread(target=self._run, name="agentos-publisher", daemon=True).start()
-            atexit.register(self.flush, 5)  # a process that exits sends what it owes first
-            self._owner_pid = os.getpid()
-
     def submit(self, ticket_id, countdown: float | None) -> None:
-        if self._owner_pid != os.getpid():
-            self._start()
-        with self._idle:
-            self._pending += 1
-        self._queue.put((ticket_id, countdown))
+        self.put((ticket_id, countdown))
 
-    def _run(self) -> None:
-        while True:
-            ticket_id, countdown = self._queue.get()
-            try:
-                if time.monotonic() < self._paused_until:
-                    log.info("dispatch skipped ticket=%s: broker refused recently; the sweeper will send it", ticket_id)
-                elif not publish(ticket_id, countdown=countdown):
-                    self._paused_until = time.monotonic() + self.BROKER_PAUSE
-            except Exception:  # never let one message stop the thread
-                log.exception("dispatch crashed ticket=%s", ticket_id)
-            finally:
-                with self._idle:
-                    self._pending -= 1
-                    self._idle.notify_all()
-
-    def flush(self, timeout: float = 10) -> bool:
-        """Wait until every message submitted so far was sent (or dropped); False on timeout."""
-        if self._owner_pid != os.getpid():
-            return True
-        with self._idle:
-            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+    def handle(self, items: list) -> None:
+        ((ticket_id, countdown),) = items
+        if time.monotonic() < self._paused_until:
+            log.info("dispatch skipped ticket=%s: broker refused recently; the sweeper will send it", ticket_id)
+        elif not publish(ticket_id, countdown=countdown):
+            self._paused_until = time.monotonic() + self.BROKER_PAUSE
 
 
 publisher = Publisher()

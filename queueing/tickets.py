@@ -285,28 +285,35 @@ def ticket_fail_stale(*, ticket_id: str, grace_seconds: float) -> bool:
     The executor marks the job failed in the same transaction; the session's next ticket is released.
     """
     with transaction.atomic():
-        ticket = Ticket.objects.filter(pk=ticket_id).values("session_id", "attempt").first()
-        if ticket is None:
-            return False
-        session_lock(ticket["session_id"])
-        changed = Ticket.objects.filter(
-            pk=ticket_id,
-            status=TicketStatus.RUNNING,
-            attempt__gte=F("max_attempts"),
-            locked_at__lt=Now() - _seconds(grace_seconds),
-        ).update(
+        ticket = _change_stale_spent(
+            ticket_id,
+            grace_seconds,
             status=TicketStatus.FAILED,
             error=SWEEP_ERROR,
-            locked_by=None,
             is_head=False,
             completed_at=Now(),
-            updated_at=Now(),
         )
-        if not changed:
+        if ticket is None:
             return False
         get_executor().settle(Settlement(str(ticket_id), TicketStatus.FAILED, ticket["attempt"], SWEEP_ERROR))
         promote_next_head(ticket["session_id"])
     return True
+
+
+def _change_stale_spent(ticket_id: str, grace_seconds: float, **changes) -> dict | None:
+    """Under the session's lock, apply `changes` to the ticket if it is running with a lease older than the grace
+    and no budget left; its session_id and attempt if it was, else None (a heartbeat or another sweep won)."""
+    ticket = Ticket.objects.filter(pk=ticket_id).values("session_id", "attempt").first()
+    if ticket is None:
+        return None
+    session_lock(ticket["session_id"])
+    changed = Ticket.objects.filter(
+        pk=ticket_id,
+        status=TicketStatus.RUNNING,
+        attempt__gte=F("max_attempts"),
+        locked_at__lt=Now() - _seconds(grace_seconds),
+    ).update(locked_by=None, updated_at=Now(), **changes)
+    return ticket if changed else None
 
 
 def ticket_park_stale(*, ticket_id: str, grace_seconds: float) -> bool:
@@ -315,17 +322,8 @@ def ticket_park_stale(*, ticket_id: str, grace_seconds: float) -> bool:
     continued again. Guarded like `ticket_fail_stale`; it stays its session's head, so the session stays held.
     """
     with transaction.atomic():
-        ticket = Ticket.objects.filter(pk=ticket_id).values("session_id", "attempt").first()
+        ticket = _change_stale_spent(ticket_id, grace_seconds, status=TicketStatus.PAUSED)
         if ticket is None:
-            return False
-        session_lock(ticket["session_id"])
-        changed = Ticket.objects.filter(
-            pk=ticket_id,
-            status=TicketStatus.RUNNING,
-            attempt__gte=F("max_attempts"),
-            locked_at__lt=Now() - _seconds(grace_seconds),
-        ).update(status=TicketStatus.PAUSED, locked_by=None, updated_at=Now())
-        if not changed:
             return False
         settlement = Settlement(str(ticket_id), TicketStatus.PAUSED, ticket["attempt"], previous=TicketStatus.RUNNING)
         get_executor().settle(settlement)

@@ -53,22 +53,12 @@ def run_cancel_found(run: Run) -> None:
 def run_cancel_unqueued(*, run_id) -> bool:
     """A run without a ticket that waits for its slot (PENDING, stage PENDING) or is paused (stage PAUSED) →
     CANCELLED; False when it is executing (or ended)."""
+    waiting = ((RunStatus.PENDING, "PENDING", CANCELLED_QUEUED), (RunStatus.PAUSED, "PAUSED", CANCELLED_PAUSED))
     with transaction.atomic():
-        ending = {"status": RunStatus.CANCELLED, "completed_at": Now()}
         runs = Run.objects.filter(pk=run_id, queued=False)
-        content, cancelled = (
-            CANCELLED_QUEUED,
-            runs.filter(status=RunStatus.PENDING).update(
-                content=CANCELLED_QUEUED, cancellation_stage="PENDING", **ending
-            ),
-        )
-        if not cancelled:
-            content, cancelled = (
-                CANCELLED_PAUSED,
-                runs.filter(status=RunStatus.PAUSED).update(
-                    content=CANCELLED_PAUSED, cancellation_stage="PAUSED", **ending
-                ),
-            )
-        if cancelled:
-            run_record_end_event(run_id=run_id, event_role="cancelled", content=content)
-    return bool(cancelled)
+        for status, stage, content in waiting:
+            ending = {"content": content, "cancellation_stage": stage, "completed_at": Now()}
+            if runs.filter(status=status).update(status=RunStatus.CANCELLED, **ending):
+                run_record_end_event(run_id=run_id, event_role="cancelled", content=content)
+                return True
+    return False

@@ -12,12 +12,8 @@ send, events are dropped for PAUSE seconds instead of each waiting out a timeout
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
-import os
-import queue
-import threading
 import time
 from collections.abc import Iterable
 
@@ -26,6 +22,7 @@ from django.db import transaction
 
 from agentos_project.conf import current
 from agentos_project.coordination import coordination, scoped
+from agentos_project.offthread import OffThread
 
 log = logging.getLogger("agentos.streams")
 BATCH = 1000
@@ -45,64 +42,30 @@ def encode(event: dict) -> str:
     return json.dumps(event, separators=(",", ":"), default=str)
 
 
-class Sender:
+class Sender(OffThread):
     """Sends events to Redis from a thread of its own, in order, batching what has queued up."""
 
+    name = "agentos-events"
+    batch = BATCH
     PAUSE = 5.0
-
-    def __init__(self) -> None:
-        self._start_lock = threading.Lock()
-        self._owner_pid: int | None = None
-
-    def _start(self) -> None:
-        with self._start_lock:
-            if self._owner_pid == os.getpid():
-                return
-            self._queue: queue.SimpleQueue = queue.SimpleQueue()
-            self._idle = threading.Condition()
-            self._pending = 0
-            self._paused_until = 0.0
-            threading.Thread(target=self._run, name="agentos-events", daemon=True).start()
-            atexit.register(self.flush, 5)
-            self._owner_pid = os.getpid()
 
     def send(self, run_id, events: Iterable[dict]) -> None:
         """Queue `events` of `run_id` for the buffer and the channel; returns at once."""
         frames = [(event["event_index"], encode(event)) for event in events]
-        if not frames:
-            return
-        if self._owner_pid != os.getpid():
-            self._start()
-        with self._idle:
-            self._pending += 1
-        self._queue.put((str(run_id), frames))
+        if frames:
+            self.put((str(run_id), frames))
 
     def send_on_commit(self, run_id, events: list[dict]) -> None:
         """Send `events` once the current transaction commits: no client sees an event a rollback undid."""
         events = list(events)
         transaction.on_commit(lambda: self.send(run_id, events))
 
-    def _run(self) -> None:
-        while True:
-            batch = [self._queue.get()]
-            while len(batch) < BATCH:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            try:
-                self._write(batch)
-            finally:
-                with self._idle:
-                    self._pending -= len(batch)
-                    self._idle.notify_all()
-
-    def _write(self, batch: list) -> None:
+    def handle(self, items: list) -> None:
         if time.monotonic() < self._paused_until:
             return
         ttl = int(current().streams.buffer_seconds)
         pipeline = coordination().pipeline(transaction=False)
-        for run_id, frames in batch:
+        for run_id, frames in items:
             key, topic = buffer_key(run_id), channel(run_id)
             pipeline.zadd(key, {frame: index for index, frame in frames})
             pipeline.expire(key, ttl)
@@ -111,17 +74,8 @@ class Sender:
         try:
             pipeline.execute()
         except redis.RedisError as error:
-            log.warning("live events not sent (%d runs): %s; pausing %ss", len(batch), error, self.PAUSE)
+            log.warning("live events not sent (%d runs): %s; pausing %ss", len(items), error, self.PAUSE)
             self._paused_until = time.monotonic() + self.PAUSE
-        except Exception:  # never let one batch stop the thread
-            log.exception("live events not sent")
-
-    def flush(self, timeout: float = 10) -> bool:
-        """Wait until every event queued so far was sent (or dropped); False on timeout."""
-        if self._owner_pid != os.getpid():
-            return True
-        with self._idle:
-            return self._idle.wait_for(lambda: self._pending == 0, timeout)
 
 
 sender = Sender()

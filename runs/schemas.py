@@ -127,10 +127,13 @@ STREAM_OR_INLINE = (
     "stream=true: the run's events as server-sent events (CONTRACT 10); background=false, stream=false: the run, "
     "executed inline"
 )
-SUBMIT_RESPONSES = {
-    202: OpenApiResponse(AcceptedSerializer, description="background=true, stream=false: accepted and committed"),
+RUN_OR_EVENTS = {  # the 200 of a submit and of a continue
     (200, "application/json"): OpenApiResponse(RunSerializer, description=STREAM_OR_INLINE),
     (200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description=STREAM_OR_INLINE),
+}
+SUBMIT_RESPONSES = {
+    202: OpenApiResponse(AcceptedSerializer, description="background=true, stream=false: accepted and committed"),
+    **RUN_OR_EVENTS,
     400: refused("the component has no store, or the request was malformed"),
     404: refused("unknown component"),
     409: refused("Idempotency-Key conflict, or a session that belongs to another user or component"),
@@ -147,8 +150,7 @@ CANCEL_RESPONSES = {
 }
 CONTINUE_RESPONSES = {
     202: OpenApiResponse(AcceptedSerializer, description="background=true, stream=false: the next leg is queued"),
-    (200, "application/json"): OpenApiResponse(RunSerializer, description=STREAM_OR_INLINE),
-    (200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description=STREAM_OR_INLINE),
+    **RUN_OR_EVENTS,
     400: refused("session_id is required for this action"),
     404: refused("unknown component or run"),
     409: refused("the run is not paused, is cancelled, is settling between legs, or belongs to the queue"),

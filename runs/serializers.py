@@ -32,23 +32,19 @@ class StrictBooleanField(serializers.BooleanField):
         return super().get_value(dictionary)
 
 
-@extend_schema_field(OpenApiTypes.OBJECT)
-class JSONObjectField(serializers.Field):
-    """A JSON object, sent as a JSON string (form fields) or as an object (JSON bodies)."""
+class _JSONField(serializers.Field):
+    """A JSON value of type `expected`, sent as a JSON string (form fields) or as itself (JSON bodies), storable
+    as `runs.jsonsafe` checks it."""
 
-    default_error_messages = {"invalid": "Value is not a valid JSON object"}
+    expected: type
 
     def to_internal_value(self, data):
         if isinstance(data, str):
-            if not data.strip():
-                return None
             try:
                 data = json.loads(data)
             except (ValueError, RecursionError):
                 self.fail("invalid")
-            if data is None:  # a form's JSON `null`, as a JSON body's null
-                return None
-        if not isinstance(data, dict):
+        if not isinstance(data, self.expected):
             self.fail("invalid")
         reason = jsonsafe.problem(data)
         if reason:
@@ -57,6 +53,21 @@ class JSONObjectField(serializers.Field):
 
     def to_representation(self, value):
         return value
+
+
+@extend_schema_field(OpenApiTypes.OBJECT)
+class JSONObjectField(_JSONField):
+    """A JSON object; a blank form value or a JSON `null` is None."""
+
+    expected = dict
+    default_error_messages = {"invalid": "Value is not a valid JSON object"}
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and not data.strip():
+            return None
+        if isinstance(data, str) and data.strip() == "null":  # a form's JSON `null`, as a JSON body's null
+            return None
+        return super().to_internal_value(data)
 
 
 class SubmitSerializer(serializers.Serializer):
@@ -79,26 +90,9 @@ class PollQuerySerializer(serializers.Serializer):
 
 
 @extend_schema_field({"type": "array", "items": {"type": "object", "additionalProperties": True}})
-class JSONListField(serializers.Field):
-    """A JSON list, sent as a JSON string (form fields) or as a list (JSON bodies)."""
-
+class JSONListField(_JSONField):
+    expected = list
     default_error_messages = {"invalid": "Value is not a valid JSON list"}
-
-    def to_internal_value(self, data):
-        if isinstance(data, str):
-            try:
-                data = json.loads(data)
-            except (ValueError, RecursionError):
-                self.fail("invalid")
-        if not isinstance(data, list):
-            self.fail("invalid")
-        reason = jsonsafe.problem(data)
-        if reason:
-            raise serializers.ValidationError(f"Value {reason}", code="invalid")
-        return data
-
-    def to_representation(self, value):
-        return value
 
 
 class ContinueSerializer(serializers.Serializer):

@@ -10,24 +10,12 @@ for kind in ("agent", "team", "workflow"):
         path(prefix, views.ComponentListView.as_view(kind=kind), name=f"{kind}-list"),
         path(f"{prefix}/<str:component_id>", views.ComponentDetailView.as_view(kind=kind), name=f"{kind}-detail"),
         path(f"{prefix}/<str:component_id>/runs", views.SubmitRunView.as_view(kind=kind), name=f"{kind}-runs"),
-        path(
-            f"{prefix}/<str:component_id>/runs/<str:run_id>",
-            views.RunDetailView.as_view(kind=kind),
-            name=f"{kind}-run-detail",
-        ),
-        path(
-            f"{prefix}/<str:component_id>/runs/<str:run_id>/cancel",
-            views.CancelRunView.as_view(kind=kind),
-            name=f"{kind}-run-cancel",
-        ),
-        path(
-            f"{prefix}/<str:component_id>/runs/<str:run_id>/continue",
-            views.ContinueRunView.as_view(kind=kind),
-            name=f"{kind}-run-continue",
-        ),
-        path(
-            f"{prefix}/<str:component_id>/runs/<str:run_id>/resume",
-            views.ResumeRunView.as_view(kind=kind),
-            name=f"{kind}-run-resume",
-        ),
     ]
+    run = f"{prefix}/<str:component_id>/runs/<str:run_id>"
+    for suffix, view, name in [
+        ("", views.RunDetailView, "run-detail"),
+        ("/cancel", views.CancelRunView, "run-cancel"),
+        ("/continue", views.ContinueRunView, "run-continue"),
+        ("/resume", views.ResumeRunView, "run-resume"),
+    ]:
+        urlpatterns.append(path(f"{run}{suffix}", view.as_view(kind=kind), name=f"{kind}-{name}"))

@@ -18,9 +18,20 @@ pytestmark = pytest.mark.django_db(transaction=True)
 HITL = "/agents/hitl-agent/runs"
 
 
-def wait_for(web, run_id, session_id, status, timeout=20) -> dict:
+def poll(web, run_id: str, session_id: str, runs: str = HITL) -> dict:
+    return requests.get(f"{web.url}{runs}/{run_id}", params={"session_id": session_id}, timeout=10).json()
+
+
+def paused_run(web, session_id: str, message: str = "please delete scratch sleep=0", runs: str = HITL):
+    """A background run submitted and seen PAUSED: its id and its poll body."""
+    fields = {"message": message, "session_id": session_id, "background": "true", "stream": "false"}
+    run_id = web.post(runs, **fields).json()["run_id"]
+    return run_id, wait_for(web, run_id, session_id, "PAUSED", runs=runs)
+
+
+def wait_for(web, run_id, session_id, status, timeout=20, runs: str = HITL) -> dict:
     return wait_until(
-        lambda: (body := web.poll(run_id, session_id, "hitl-agent"))["status"] == status and body,
+        lambda: (body := poll(web, run_id, session_id, runs))["status"] == status and body,
         timeout=timeout,
         what=f"run {run_id} to be {status}",
     )
@@ -33,10 +44,7 @@ def decide(body: dict, confirmed: bool) -> str:
 def test_a_paused_run_holds_its_session_until_it_is_continued(start_web, start_worker):
     start_worker()
     web = start_web()
-    run_id = web.post(
-        HITL, message="please delete scratch sleep=0", session_id="h-1", background="true", stream="false"
-    ).json()["run_id"]
-    paused = wait_for(web, run_id, "h-1", "PAUSED")
+    run_id, paused = paused_run(web, "h-1")
     follow_up = web.post(HITL, message="and then sleep=0", session_id="h-1", background="true", stream="false").json()[
         "run_id"
     ]
@@ -78,10 +86,7 @@ def _ts(iso: str) -> float:
 def test_a_rejected_call_is_reported_to_the_model(start_web, start_worker):
     start_worker()
     web = start_web()
-    run_id = web.post(
-        HITL, message="please delete scratch sleep=0", session_id="h-2", background="true", stream="false"
-    ).json()["run_id"]
-    paused = wait_for(web, run_id, "h-2", "PAUSED")
+    run_id, paused = paused_run(web, "h-2")
 
     web.post(
         f"{HITL}/{run_id}/continue", session_id="h-2", background="true", stream="false", tools=decide(paused, False)
@@ -140,10 +145,7 @@ def test_a_lost_continuation_leg_that_ran_no_tool_is_parked_back_to_paused_and_c
     start_sweeper(**grace)
     doomed = start_worker(**grace)
     web = start_web(**grace)
-    run_id = web.post(
-        HITL, message="please delete scratch sleep=2", session_id="h-4", background="true", stream="false"
-    ).json()["run_id"]
-    paused = wait_for(web, run_id, "h-4", "PAUSED")
+    run_id, paused = paused_run(web, "h-4", "please delete scratch sleep=2")
     # rejected: the leg runs no tool, then the model thinks for 2 s, and its worker is killed meanwhile
     web.post(
         f"{HITL}/{run_id}/continue", session_id="h-4", background="true", stream="false", tools=decide(paused, False)
@@ -177,19 +179,11 @@ def test_teams_and_workflows_pause_on_a_members_or_steps_tool(start_web, start_w
     web = start_web()
     kind = prefix.split("/")[1][:-1]
     runs = f"{prefix}/runs"
-    run_id = web.post(
-        runs, message="please delete scratch sleep=0", session_id="h-5", background="true", stream="false"
-    ).json()["run_id"]
-
-    def poll():
-        response = requests.get(f"{web.url}{runs}/{run_id}", params={"session_id": "h-5"}, timeout=10)
-        return response.json()
-
-    paused = wait_until(lambda: (body := poll())["status"] == "PAUSED" and body, timeout=20, what="the pause")
+    run_id, paused = paused_run(web, "h-5", runs=runs)
     answer = web.post(
         f"{runs}/{run_id}/continue", session_id="h-5", background="true", stream="false", tools=decide(paused, True)
     )
-    done = wait_until(lambda: (body := poll())["status"] == "COMPLETED" and body, timeout=20, what="the end")
+    done = wait_for(web, run_id, "h-5", "COMPLETED", runs=runs)
 
     assert [t["tool_name"] for t in paused["tools"]] == ["delete_temp_files"]
     assert answer.status_code == 202

@@ -43,6 +43,17 @@ def read_until(frames, predicate) -> list:
     return seen
 
 
+def stream_then_resume(a, b, message: str, session_id: str, *, disconnect_after: int) -> tuple[list, list]:
+    """Stream a background run from replica `a` up to index `disconnect_after`, disconnect, and resume it on
+    replica `b`: the frames of each."""
+    response = a.post(RUNS, streaming=True, message=message, session_id=session_id, background="true")
+    first = read_until(sse_frames(response), lambda name, data: data and data["event_index"] == disconnect_after)
+    response.close()
+    resume = f"{RUNS}/{first[0][1]['run_id']}/resume"
+    resumed = sse_frames(b.post(resume, streaming=True, session_id=session_id, last_event_index=disconnect_after))
+    return first, list(resumed)
+
+
 def events_only(frames) -> list:
     return [(name, data) for name, data in frames if data is not None and "event_index" in data]
 
@@ -52,14 +63,7 @@ def test_a_stream_disconnected_on_replica_a_resumes_on_replica_b_exactly(start_w
     start_worker(concurrency=4)
     a, b = start_web(), start_web()
     message = f"{words(150)} pace=0.01 sleep=0"
-    response = a.post(RUNS, streaming=True, message=message, session_id="resume-1", background="true")
-    first = read_until(sse_frames(response), lambda name, data: data and data["event_index"] == 40)
-    response.close()
-    run_id = first[0][1]["run_id"]
-
-    resumed = list(
-        sse_frames(b.post(f"{RUNS}/{run_id}/resume", streaming=True, session_id="resume-1", last_event_index=40))
-    )
+    first, resumed = stream_then_resume(a, b, message, "resume-1", disconnect_after=40)
 
     assert indices(first) == list(range(41))
     assert [name for name, _ in resumed[:1]] == ["catch_up"]
@@ -70,7 +74,7 @@ def test_a_stream_disconnected_on_replica_a_resumes_on_replica_b_exactly(start_w
     assert after[-1][0] == "RunCompleted"
     assert resumed[-1][0] == "RunCompleted"  # the stream closed after it
     content = "".join(data["content"] for name, data in first + after if name == "RunContent")
-    assert content == a.poll(run_id, "resume-1")["content"] == after[-1][1]["content"]
+    assert content == a.poll(first[0][1]["run_id"], "resume-1")["content"] == after[-1][1]["content"]
 
 
 def test_resume_replays_a_finished_run_from_the_buffer_then_from_the_database(start_web, start_worker):
@@ -148,14 +152,7 @@ def test_resume_while_thousands_of_chunks_are_published_is_exact(start_web, star
     start_worker()
     a, b = start_web(), start_web()
     message = f"{words(3000)} pace=0.001 sleep=0"
-    response = a.post(RUNS, streaming=True, message=message, session_id="fast-1", background="true")
-    first = read_until(sse_frames(response), lambda name, data: data and data["event_index"] == 500)
-    response.close()
-    run_id = first[0][1]["run_id"]
-
-    resumed = list(
-        sse_frames(b.post(f"{RUNS}/{run_id}/resume", streaming=True, session_id="fast-1", last_event_index=500))
-    )
+    first, resumed = stream_then_resume(a, b, message, "fast-1", disconnect_after=500)
 
     assert resumed[0][0] == "catch_up"  # still publishing when the resume came
     assert indices(resumed) == list(range(501, final_index(message) + 1))
