@@ -8,6 +8,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("health", HealthView.as_view(), name="health"),
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),
+    path("", include("queueing.urls")),
     path("", include("runs.urls")),
 ]
 

@@ -22,6 +22,11 @@ class Claim:
     worker_id: str
     session_id: str
     payload: dict
+    # For the wait and hand-off histograms: seconds the ticket had waited when claimed (first attempts only), since
+    # its session was handed to it (a ticket that waited behind another), and when (time.monotonic()).
+    waited_seconds: float | None = dataclasses.field(default=None, compare=False)
+    handoff_seconds: float | None = dataclasses.field(default=None, compare=False)
+    claimed_at: float = dataclasses.field(default=0.0, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +60,10 @@ class Executor(Protocol):
         """Run the attempt, outside any transaction."""
 
     def settle(self, settlement: Settlement) -> None: ...
+
+    def cancel(self, ticket_id: str) -> str:
+        """Cancel the job wherever it is: `cancelled` (done at once), `requested` (its running attempt stops at its
+        next checkpoint) or `finished` (it had ended)."""
 
     def parks_lost_attempt(self, ticket_id: str) -> bool:
         """Whether a lost attempt without budget left should park the ticket back to paused rather than fail it:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
+
 from django.db import connection
+from django.db.models import F
 
 from .executor import Claim
 from .models import Ticket, TicketStatus
@@ -53,3 +57,108 @@ def ticket_running_for(*, worker_id: str, session_id: str, exclude: set[str]) ->
         return None
     ticket_id, attempt, max_attempts, payload = row
     return Claim(str(ticket_id), attempt, max_attempts, worker_id, session_id, payload)
+
+
+JOB_STATUSES = ("queued", "running", "completed", "failed", "cancelled", "paused")  # AgentOS' order, for its texts
+SORTABLE = (
+    "created_at",
+    "updated_at",
+    "completed_at",
+    "status",
+    "attempt",
+    "component_type",
+    "component_id",
+    "user_id",
+)
+
+
+def ticket_get(*, ticket_id: str) -> Ticket | None:
+    """The ticket with this id; None when there is none or the id is not a UUID."""
+    try:
+        return Ticket.objects.filter(pk=uuid.UUID(str(ticket_id))).first()
+    except ValueError:
+        return None
+
+
+def tickets_page(
+    *,
+    statuses: list[str] | None = None,
+    session_ids: list[str] | None = None,
+    user_id: str | None = None,
+    limit: int = 20,
+    page: int = 1,
+    sort_by: str = "created_at",
+    descending: bool = True,
+) -> tuple[list[Ticket], int]:
+    """One page of tickets matching every filter given (a list matches any of its values), and how many match in
+    all. Sorted by `sort_by` (created_at when it is not one of SORTABLE), empty values last, then by id, so pages
+    never overlap."""
+    tickets = Ticket.objects.all()
+    if statuses:
+        tickets = tickets.filter(status__in=statuses)
+    if session_ids:
+        tickets = tickets.filter(session_id__in=session_ids)
+    if user_id is not None:
+        tickets = tickets.filter(user_id=user_id)
+    field = F(sort_by if sort_by in SORTABLE else "created_at")
+    order = field.desc(nulls_last=True) if descending else field.asc(nulls_last=True)
+    rows = list(tickets.order_by(order, "id")[(page - 1) * limit : page * limit])
+    return rows, tickets.count()
+
+
+def queue_stats() -> dict:
+    """Tickets by status (every status, 0 when none) and the oldest queued ticket's age in seconds (None if none)."""
+    health = queue_health(details=False)
+    return {"counts": health.counts, "oldest_queued_age_seconds": health.oldest_queued_age_seconds}
+
+
+@dataclasses.dataclass(frozen=True)
+class Hold:
+    sessions: int = 0
+    oldest_age_seconds: float = 0.0
+    waiting: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueHealth:
+    counts: dict[str, int]
+    oldest_queued_age_seconds: float | None
+    held: dict[str, Hold] = dataclasses.field(default_factory=dict)
+    in_flight: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+_HOLDS = f"""
+    SELECT CASE WHEN head.status = 'paused' THEN 'paused' ELSE 'retrying' END AS reason, count(*),
+           coalesce(extract(epoch FROM statement_timestamp() - min(head.updated_at)), 0),
+           coalesce(sum((SELECT count(*) FROM {Ticket._meta.db_table} AS t
+                         WHERE t.session_id = head.session_id AND t.status = 'queued' AND NOT t.is_head)), 0)
+    FROM {Ticket._meta.db_table} AS head
+    WHERE head.is_head
+      AND (head.status = 'paused'
+           OR (head.status = 'queued' AND head.attempt > 0 AND head.available_at > statement_timestamp()))
+    GROUP BY 1
+"""
+
+
+def queue_health(*, details: bool = True) -> QueueHealth:
+    """What the gauges of `/metrics` show, read in one go: tickets by status, the oldest queued age, and with
+    `details` the sessions held by a paused head or by one waiting for its retry backoff (how many, the oldest
+    hold's age, the runs queued behind them) and the running tickets per worker."""
+    table = Ticket._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT status, count(*) FROM {table} GROUP BY status")
+        counts = {status: 0 for status in JOB_STATUSES} | dict(cursor.fetchall())
+        cursor.execute(
+            f"SELECT extract(epoch FROM statement_timestamp() - min(created_at)) FROM {table} WHERE status = 'queued'"
+        )
+        oldest = cursor.fetchone()[0]
+        oldest = None if oldest is None else round(float(oldest), 3)
+        if not details:
+            return QueueHealth(counts, oldest)
+        cursor.execute(_HOLDS)
+        held = {
+            reason: Hold(sessions, float(age), int(waiting)) for reason, sessions, age, waiting in cursor.fetchall()
+        }
+        cursor.execute(f"SELECT locked_by, count(*) FROM {table} WHERE status = 'running' GROUP BY locked_by")
+        in_flight = {worker or "-": count for worker, count in cursor.fetchall()}
+    return QueueHealth(counts, oldest, {"paused": Hold(), "retrying": Hold(), **held}, in_flight)

@@ -96,14 +96,11 @@ def _settle_once(claim: Claim, outcome: Outcome, *, hand_off: bool) -> tuple[boo
         if delay is None:
             delay = backoff_delay(attempt=claim.attempt, base_seconds=current().queue.retry_delay_seconds)
         settled = ticket_retry(claim=claim, outcome=outcome, delay_seconds=delay)
-        status = f"queued retry_in={delay:.2f}s"
     else:
         finished = ticket_finish(claim=claim, outcome=outcome, hand_off=hand_off)
-        settled, status = finished is not None, outcome.status
+        settled = finished is not None
         next_claim = finished.next_claim if finished else None
-    if settled:
-        log.info("ticket=%s session=%s status=%s attempt=%s", claim.ticket_id, claim.session_id, status, claim.attempt)
-    else:
+    if not settled:
         log.warning("ticket=%s attempt=%s fenced: a newer attempt owns it; result dropped", *_ids(claim))
     return settled, next_claim
 

@@ -68,10 +68,8 @@ def sweep_once(conf: QueueSettings) -> SweepReport:
     grace = conf.lock_grace_seconds
     for ticket_id in stale.filter(attempt__gte=F("max_attempts")).values_list("pk", flat=True)[:BATCH]:
         if _step(report, "park", ticket_id, lambda t=str(ticket_id): _park(t, grace)):
-            log.info("ticket=%s status=paused reason=lease-expired-while-continuing", ticket_id)
             report.parked += 1
         elif _step(report, "fail", ticket_id, lambda t=ticket_id: ticket_fail_stale(ticket_id=t, grace_seconds=grace)):
-            log.info("ticket=%s status=failed reason=lease-expired", ticket_id)
             report.failed += 1
     reclaimable = stale.filter(attempt__lt=F("max_attempts"), updated_at__lt=Now() - datetime.timedelta(seconds=grace))
     for ticket_id in reclaimable.values_list("pk", flat=True)[:BATCH]:

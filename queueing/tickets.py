@@ -31,6 +31,7 @@ import dataclasses
 import datetime
 import enum
 import json
+import time
 import uuid
 from collections.abc import Iterable
 
@@ -39,6 +40,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from . import router
+from .changes import changed, pruned
 from .exceptions import QueueFull
 from .executor import Claim, Outcome, Settlement, get_executor
 from .models import TERMINAL, Ticket, TicketStatus
@@ -110,6 +112,7 @@ def ticket_accept(
     )
     if max_queue_depth > 0:
         _enforce_depth(max_queue_depth)
+    changed("accept", run_id=ticket_id, session_id=session_id, status=TicketStatus.QUEUED, attempt=0)
     if ticket.is_head or not serialized:
         router.on_commit(ticket.id)
     return ticket
@@ -156,9 +159,11 @@ def _claim(*, ticket_id: str, worker_id: str, grace_seconds: float | None) -> Cl
     """The claim statement; `grace_seconds=None` takes only a queued ticket (no reclaim)."""
     row = _update_returning(
         f"""
+        WITH old AS (SELECT id, status, attempt, serialized, created_at, updated_at FROM {TABLE} WHERE id = %s)
         UPDATE {TABLE} AS t SET status = 'running', attempt = t.attempt + 1, locked_by = %s,
                locked_at = statement_timestamp(), updated_at = statement_timestamp()
-        WHERE t.id = %s AND t.attempt < t.max_attempts
+        FROM old
+        WHERE t.id = old.id AND t.attempt < t.max_attempts
           AND ((t.status = 'queued' AND t.available_at <= statement_timestamp() AND (t.is_head OR NOT t.serialized))
                OR (t.status = 'running' AND %s::float IS NOT NULL
                    AND t.locked_at < statement_timestamp() - %s::float * interval '1 second'))
@@ -166,14 +171,31 @@ def _claim(*, ticket_id: str, worker_id: str, grace_seconds: float | None) -> Cl
                 SELECT 1 FROM {TABLE} AS earlier
                 WHERE earlier.session_id = t.session_id AND earlier.serialized
                   AND earlier.status IN {_LIVE_SQL} AND earlier.session_seq < t.session_seq))
-        RETURNING t.attempt, t.max_attempts, t.session_id, t.payload
+        RETURNING t.attempt, t.max_attempts, t.session_id, t.payload, old.status,
+                  CASE WHEN old.attempt = 0 THEN extract(epoch FROM statement_timestamp() - old.created_at) END,
+                  CASE WHEN old.attempt = 0 AND old.serialized AND old.updated_at > old.created_at
+                       THEN extract(epoch FROM statement_timestamp() - old.updated_at) END
         """,
-        [worker_id, ticket_id, grace_seconds, grace_seconds],
+        [ticket_id, worker_id, grace_seconds, grace_seconds],
     )
     if row is None:
         return None
-    attempt, max_attempts, session_id, payload = row
-    return Claim(str(ticket_id), attempt, max_attempts, worker_id, session_id, _json(payload))
+    attempt, max_attempts, session_id, payload, previous, waited, handed = row
+    event = "reclaim" if previous == TicketStatus.RUNNING else "claim"
+    changed(
+        event, run_id=ticket_id, session_id=session_id, status=TicketStatus.RUNNING, attempt=attempt, worker=worker_id
+    )
+    return Claim(
+        str(ticket_id),
+        attempt,
+        max_attempts,
+        worker_id,
+        session_id,
+        _json(payload),
+        waited_seconds=None if waited is None else float(waited),
+        handoff_seconds=None if handed is None else float(handed),
+        claimed_at=time.monotonic(),
+    )
 
 
 def _json(value):
@@ -231,7 +253,7 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
     terminal = outcome.status != TicketStatus.PAUSED
     with transaction.atomic():
         session_lock(claim.session_id)
-        changed = ticket_owned(claim).update(
+        updated = ticket_owned(claim).update(
             status=outcome.status,
             error=outcome.error,
             locked_by=None,
@@ -239,8 +261,9 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
             completed_at=Now() if terminal else None,
             updated_at=Now(),
         )
-        if not changed:
+        if not updated:
             return None
+        _changed_by(claim, "finish", outcome.status)
         get_executor().settle(Settlement(claim.ticket_id, outcome.status, claim.attempt, outcome.error, outcome))
         next_ticket_id = promote_next_head(claim.session_id, publish=not hand_off) if terminal else None
         next_claim = None
@@ -259,7 +282,7 @@ def ticket_retry(*, claim: Claim, outcome: Outcome, delay_seconds: float) -> boo
     Fenced like `ticket_finish`. The ticket stays its session's head, so the session waits for the retry.
     """
     with transaction.atomic():
-        changed = (
+        updated = (
             ticket_owned(claim)
             .filter(attempt__lt=F("max_attempts"))
             .update(
@@ -271,11 +294,23 @@ def ticket_retry(*, claim: Claim, outcome: Outcome, delay_seconds: float) -> boo
                 updated_at=Now(),
             )
         )
-        if not changed:
+        if not updated:
             return False
+        _changed_by(claim, "retry", TicketStatus.QUEUED)
         get_executor().settle(Settlement(claim.ticket_id, TicketStatus.QUEUED, claim.attempt, outcome.error, outcome))
         router.on_commit(claim.ticket_id, countdown=delay_seconds)
     return True
+
+
+def _changed_by(claim: Claim, event: str, status: str) -> None:
+    changed(
+        event,
+        run_id=claim.ticket_id,
+        session_id=claim.session_id,
+        status=status,
+        attempt=claim.attempt,
+        worker=claim.worker_id,
+    )
 
 
 def ticket_fail_stale(*, ticket_id: str, grace_seconds: float) -> bool:
@@ -295,6 +330,7 @@ def ticket_fail_stale(*, ticket_id: str, grace_seconds: float) -> bool:
         )
         if ticket is None:
             return False
+        changed("sweep", run_id=ticket_id, status=TicketStatus.FAILED, **ticket)
         get_executor().settle(Settlement(str(ticket_id), TicketStatus.FAILED, ticket["attempt"], SWEEP_ERROR))
         promote_next_head(ticket["session_id"])
     return True
@@ -302,18 +338,19 @@ def ticket_fail_stale(*, ticket_id: str, grace_seconds: float) -> bool:
 
 def _change_stale_spent(ticket_id: str, grace_seconds: float, **changes) -> dict | None:
     """Under the session's lock, apply `changes` to the ticket if it is running with a lease older than the grace
-    and no budget left; its session_id and attempt if it was, else None (a heartbeat or another sweep won)."""
-    ticket = Ticket.objects.filter(pk=ticket_id).values("session_id", "attempt").first()
+    and no budget left; its session_id, attempt and lost worker if it was, else None (a heartbeat or another
+    sweep won)."""
+    ticket = Ticket.objects.filter(pk=ticket_id).values("session_id", "attempt", worker=F("locked_by")).first()
     if ticket is None:
         return None
     session_lock(ticket["session_id"])
-    changed = Ticket.objects.filter(
+    updated = Ticket.objects.filter(
         pk=ticket_id,
         status=TicketStatus.RUNNING,
         attempt__gte=F("max_attempts"),
         locked_at__lt=Now() - _seconds(grace_seconds),
     ).update(locked_by=None, updated_at=Now(), **changes)
-    return ticket if changed else None
+    return ticket if updated else None
 
 
 def ticket_park_stale(*, ticket_id: str, grace_seconds: float) -> bool:
@@ -325,6 +362,7 @@ def ticket_park_stale(*, ticket_id: str, grace_seconds: float) -> bool:
         ticket = _change_stale_spent(ticket_id, grace_seconds, status=TicketStatus.PAUSED)
         if ticket is None:
             return False
+        changed("park", run_id=ticket_id, status=TicketStatus.PAUSED, **ticket)
         settlement = Settlement(str(ticket_id), TicketStatus.PAUSED, ticket["attempt"], previous=TicketStatus.RUNNING)
         get_executor().settle(settlement)
     return True
@@ -357,6 +395,7 @@ def ticket_cancel(*, ticket_id: str, error: str, paused_error: str | None = None
         if row is None:
             return None
         previous, attempt, error = row
+        changed("cancel", run_id=ticket_id, session_id=session_id, status=TicketStatus.CANCELLED, attempt=attempt)
         get_executor().settle(Settlement(str(ticket_id), TicketStatus.CANCELLED, attempt, error, previous=previous))
         promote_next_head(session_id)
     return previous
@@ -369,15 +408,20 @@ def ticket_continue(*, ticket_id: str) -> bool:
     continue finds it queued and changes nothing (returns False).
     """
     with transaction.atomic():
-        changed = Ticket.objects.filter(pk=ticket_id, status=TicketStatus.PAUSED).update(
-            status=TicketStatus.QUEUED,
-            max_attempts=F("max_attempts") + 1,
-            available_at=Now(),
-            updated_at=Now(),
+        row = _update_returning(
+            f"""
+            UPDATE {TABLE} SET status = 'queued', max_attempts = max_attempts + 1,
+                   available_at = statement_timestamp(), updated_at = statement_timestamp()
+            WHERE id = %s AND status = 'paused'
+            RETURNING session_id, attempt
+            """,
+            [ticket_id],
         )
-        if changed:
-            router.on_commit(ticket_id)
-    return bool(changed)
+        if row is None:
+            return False
+        changed("continue", run_id=ticket_id, session_id=row[0], status=TicketStatus.QUEUED, attempt=row[1])
+        router.on_commit(ticket_id)
+    return True
 
 
 class RequeueResult(enum.Enum):
@@ -411,14 +455,15 @@ def ticket_requeue(*, ticket_id: str, grace_seconds: float, force: bool = False)
                    updated_at = statement_timestamp()
             FROM line, old
             WHERE t.id = old.id AND t.status IN ('failed', 'cancelled') AND (%s OR NOT ({recent}))
-            RETURNING t.is_head OR NOT t.serialized, old.status
+            RETURNING t.is_head OR NOT t.serialized, old.status, t.attempt
             """,
             [session_id, ticket_id, force, grace_seconds],
         )
         if row is None:
             exists = Ticket.objects.filter(pk=ticket_id, status__in=(TicketStatus.FAILED, TicketStatus.CANCELLED))
             return RequeueResult.TOO_RECENT if exists.exists() else RequeueResult.NOT_REQUEUEABLE
-        publish, previous = row
+        publish, previous, attempt = row
+        changed("requeue", run_id=ticket_id, session_id=session_id, status=TicketStatus.QUEUED, attempt=attempt)
         get_executor().settle(Settlement(str(ticket_id), TicketStatus.QUEUED, 0, previous=previous))
         if publish:
             router.on_commit(ticket_id)
@@ -430,6 +475,7 @@ def ticket_prune(*, retention_seconds: float, batch: int = 1000) -> int:
     old = Ticket.objects.filter(status__in=TERMINAL, completed_at__lt=Now() - _seconds(retention_seconds))
     ids = list(old.values_list("pk", flat=True)[:batch])
     deleted, _ = Ticket.objects.filter(pk__in=ids, status__in=TERMINAL).delete()
+    pruned(deleted)
     return deleted
 
 

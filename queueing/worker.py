@@ -7,11 +7,12 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 
 from agentos_project.conf import current
 
-from . import router, shutdown
+from . import metrics, router, shutdown
 from .executor import Claim, Outcome, get_executor
 from .models import TicketStatus
 from .selectors import ticket_seconds_until_available
@@ -97,16 +98,12 @@ def worker_execute(*, ticket_id: str) -> bool:
         claim = execute_claim(claim, hand_off=handed_off < HAND_OFF_LIMIT)
         if claim is None:
             break
-        log.info("ticket=%s session=%s status=running attempt=%s worker=%s", *_ids(claim), claim.worker_id)
     return True
 
 
 def _claim(ticket_id: str) -> Claim | None:
     grace = current().queue.lock_grace_seconds
-    claim = ticket_claim(ticket_id=ticket_id, worker_id=worker_identity(), grace_seconds=grace)
-    if claim is not None:
-        log.info("ticket=%s session=%s status=running attempt=%s worker=%s", *_ids(claim), claim.worker_id)
-    return claim
+    return ticket_claim(ticket_id=ticket_id, worker_id=worker_identity(), grace_seconds=grace)
 
 
 def _reschedule_if_early(ticket_id: str) -> None:
@@ -125,16 +122,25 @@ def execute_claim(claim: Claim, *, hand_off: bool = False) -> Claim | None:
     """
     active_claims.add(claim)
     try:
+        started = _observe_start(claim)
         try:
             outcome = get_executor().execute(claim)
         except Exception as error:
             log.exception("ticket=%s executor raised", claim.ticket_id)
             outcome = Outcome(TicketStatus.FAILED, error=str(error) or type(error).__name__, retryable=True)
+        metrics.recorder.observe("run_duration_seconds", time.monotonic() - started)
         active_claims.settling(claim)
         return settle_attempt(claim, outcome, hand_off=hand_off, busy=active_claims.ticket_ids)
     finally:
         active_claims.discard(claim)
 
 
-def _ids(claim: Claim) -> tuple:
-    return claim.ticket_id, claim.session_id, claim.attempt
+def _observe_start(claim: Claim) -> float:
+    """Record how long the ticket waited for its start, and for its session's hand-off; returns the start."""
+    started = time.monotonic()
+    since_claim = started - claim.claimed_at if claim.claimed_at else 0.0
+    if claim.waited_seconds is not None:
+        metrics.recorder.observe("wait_seconds", claim.waited_seconds + since_claim)
+    if claim.handoff_seconds is not None:
+        metrics.recorder.observe("handoff_latency_seconds", claim.handoff_seconds + since_claim)
+    return started

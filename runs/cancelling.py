@@ -27,27 +27,29 @@ def run_cancel(*, kind: str, component_id: str, run_id: str, session_id: str | N
         run_cancel_found(run)
 
 
-def run_cancel_inline(*, run_id) -> None:
-    """The client of an inline run went away: cancel the run, wherever it is in its life."""
+def run_cancel_by_id(*, run_id) -> str:
+    """Cancel the run wherever it is in its life (an inline run whose client went away, an operator's cancel):
+    see `run_cancel_found`; `unknown` when there is no such run."""
     run = Run.objects.filter(pk=run_id).first()
-    if run is not None:
-        run_cancel_found(run)
+    return "unknown" if run is None else run_cancel_found(run)
 
 
-def run_cancel_found(run: Run) -> None:
-    """Cancel `run` (already looked up): see `run_cancel`."""
+def run_cancel_found(run: Run) -> str:
+    """Cancel `run` (already looked up): see `run_cancel`. Returns `finished` (it had ended), `cancelled` (done at
+    once) or `requested` (marked; its executing attempt stops at its next checkpoint)."""
     if run.status in FINISHED:
-        return
+        return "finished"
     if run.queued:
         cancelled = ticket_cancel(ticket_id=run.run_id, error=CANCELLED_QUEUED, paused_error=CANCELLED_PAUSED)
     else:
         cancelled = run_cancel_unqueued(run_id=run.run_id)
     if cancelled:
-        return
-    Run.objects.filter(pk=run.run_id, status__in=(RunStatus.PENDING, RunStatus.RUNNING)).update(
+        return "cancelled"
+    marked = Run.objects.filter(pk=run.run_id, status__in=(RunStatus.PENDING, RunStatus.RUNNING)).update(
         cancel_requested_at=Now()
     )
     cancellation.cancel_request(run.run_id)
+    return "requested" if marked else "finished"
 
 
 def run_cancel_unqueued(*, run_id) -> bool:

@@ -10,6 +10,7 @@ from queueing.models import TicketStatus
 from queueing.shutdown import INTERRUPTED, interrupted, interrupted_outcome
 
 from .cancellation import watcher
+from .cancelling import run_cancel_by_id
 from .execution import LegResult, run_leg
 from .jsonsafe import storable_text
 from .models import Run, RunStatus
@@ -49,6 +50,10 @@ class RunExecutor:
             error = storable_text(leg.error)  # it lands in the ticket's error as well
             return Outcome(TicketStatus.FAILED, error=error, retryable=not leg.permanent, result=leg)
         return Outcome(TICKET_STATUS[LEG_STATUS[leg.result.status]], result=leg)
+
+    def cancel(self, ticket_id: str) -> str:
+        """An operator's cancel (admin, command line): as a client's, wherever the run is."""
+        return run_cancel_by_id(run_id=ticket_id)
 
     def parks_lost_attempt(self, ticket_id: str) -> bool:
         """A continuation leg lost before it ran a confirmed tool (or recorded anything) can be continued again;

@@ -2,7 +2,7 @@
 
 The view does its reads and writes, then returns one of these; before it does, the request's database
 connection is closed, so an open stream holds none. A client that goes away from an inline run cancels it
-(`run_cancel_inline`, on a thread: the event loop never waits on the database or Redis).
+(`run_cancel_by_id`, on a thread: the event loop never waits on the database or Redis).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.http import StreamingHttpResponse
 
 from agentos_project.exceptions import first_line
 
-from .cancelling import run_cancel_inline
+from .cancelling import run_cancel_by_id
 
 log = logging.getLogger("agentos.runs")
 
@@ -39,7 +39,7 @@ async def _encoded(frames: AsyncIterator[str]) -> AsyncIterator[bytes]:
 def _cancel_soon(run_id) -> None:
     def cancel():
         try:
-            run_cancel_inline(run_id=run_id)
+            run_cancel_by_id(run_id=run_id)
         except Exception:
             log.exception("run=%s not cancelled after its client went away", run_id)
         finally:

@@ -15,7 +15,7 @@ from rest_framework import serializers
 from rest_framework.fields import empty
 from rest_framework.utils import html
 
-from agentos_project.exceptions import RequestInvalid
+from agentos_project.validation import validated as validate_request
 
 from . import jsonsafe
 
@@ -114,16 +114,7 @@ class ResumeSerializer(serializers.Serializer):
 
 def validated(serializer_class, data, *, location: str) -> dict:
     """Validate `data` or raise 422 listing each bad field as FastAPI would (`loc`, `msg`, `type`, `input`)."""
-    serializer = serializer_class(data=data)
-    if serializer.is_valid():
-        return serializer.validated_data
-    errors = []
-    for name, messages in serializer.errors.items():
-        for message in messages:
-            kind = "missing" if message.code == "required" else message.code
-            raw = data.get(name) if hasattr(data, "get") else None
-            errors.append({"type": kind, "loc": [location, name], "msg": str(message), "input": _echo(raw)})
-    raise RequestInvalid(errors)
+    return validate_request(serializer_class, data, location=location, echo=_echo)
 
 
 def _echo(raw):

@@ -184,7 +184,7 @@ def run_start_inline(*, submission: Submission) -> tuple[Run, Future]:
     """Start a run in this process for the request that waits on it (background=false): not queued, not ordered.
 
     The run row commits first; the returned future is done when the run has ended. The caller cancels the run
-    (`run_cancel_inline`) if its client goes away.
+    (`run_cancel_by_id`) if its client goes away.
     """
     with transaction.atomic():
         run = _create_run(submission, queued=False)

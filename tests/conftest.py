@@ -20,6 +20,7 @@ import pytest
 import redis
 import requests
 from django.db import connection
+from django.test import override_settings
 from rest_framework.test import APIClient
 
 from agentos_project.conf import current
@@ -38,6 +39,11 @@ def wait_until(predicate: Callable[[], object], *, timeout: float, interval: flo
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def with_conf(section: str, **changes):
+    """Override some agentos settings of one section (a context manager or decorator)."""
+    return override_settings(AGENTOS=current().replace(section, **changes))
 
 
 def database_url(settings: dict) -> str:

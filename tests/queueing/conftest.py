@@ -19,7 +19,7 @@ from django.db.models import F
 
 from queueing.executor import Claim, Outcome, Settlement, get_executor, register_executor
 from queueing.models import Ticket
-from queueing.tickets import ticket_accept, ticket_claim, ticket_finish
+from queueing.tickets import ticket_accept, ticket_cancel, ticket_claim, ticket_finish
 
 UNSTORABLE = "a result the database refuses"
 
@@ -39,6 +39,7 @@ class FakeExecutor:
     settlements: list[Settlement] = dataclasses.field(default_factory=list)
     refuse: set[str] = dataclasses.field(default_factory=set)
     parked: set[str] = dataclasses.field(default_factory=set)
+    cancels: list[str] = dataclasses.field(default_factory=list)
 
     def start(self, claim: Claim) -> None:
         self.started.append((claim.ticket_id, claim.attempt))
@@ -65,6 +66,11 @@ class FakeExecutor:
 
     def parks_lost_attempt(self, ticket_id: str) -> bool:
         return ticket_id in self.parked
+
+    def cancel(self, ticket_id: str) -> str:
+        """As the runs app does for a job that is not executing: the ticket's guarded cancel."""
+        self.cancels.append(ticket_id)
+        return "cancelled" if ticket_cancel(ticket_id=ticket_id, error="cancelled by the fake") else "finished"
 
     def settled(self, ticket_id: str) -> list[tuple[str, int, str | None]]:
         """(status, attempt, error) of every settlement of `ticket_id`, in order."""

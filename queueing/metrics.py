@@ -1,0 +1,176 @@
+"""Prometheus metrics of the queue (CONTRACT 12): counters and histograms summed over every process, and gauges
+read from PostgreSQL at scrape time.
+
+Counters and histograms are kept in one Redis hash per deployment (`coordination.scoped("metrics")`): each
+process adds its increments there from a thread of its own (`Recorder`), so a request or a run never waits on
+Redis, and one `/metrics` answer covers every web, worker and sweeper process on every machine. Increments that
+Redis refuses stay in the process, summed, and go with the next batch. A Redis flush resets the counters, which
+Prometheus' `rate()` reads as a counter reset. Gauges (tickets by status, oldest queued age, sessions held,
+runs in flight per worker) come from the tickets themselves, so they are exact whoever wrote them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import logging
+import threading
+
+import redis
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from agentos_project.coordination import coordination, scoped
+from agentos_project.offthread import OffThread
+
+from . import selectors
+
+log = logging.getLogger("agentos.metrics")
+PREFIX = "agentos_"
+
+COUNTERS = {
+    "accepted": "Runs accepted into the queue",
+    "claimed": "Attempts claimed by a worker (reclaims included)",
+    "reclaimed": "Stale leases claimed again by another attempt",
+    "completed": "Tickets completed",
+    "failed": "Tickets failed (sweeps included)",
+    "cancelled": "Tickets cancelled",
+    "paused": "Tickets paused for a human decision",
+    "continued": "Paused tickets continued",
+    "retried": "Failed attempts queued again for a retry",
+    "requeued": "Dead letters (failed or cancelled tickets) requeued by an operator",
+    "swept": "Stale leases ended by the sweeper (failed, or parked back to paused)",
+    "pruned": "Terminal tickets deleted after the retention window",
+}
+_FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_SLOW = (0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+HISTOGRAMS = {
+    "accept_latency_seconds": ("Submit to committed ticket, in the accepting process", _FAST),
+    "wait_seconds": ("Accept to the start of a run's first attempt (claim latency)", _SLOW),
+    "handoff_latency_seconds": ("Release of a session by its previous run to the start of the next one", _FAST),
+    "run_duration_seconds": ("Execution of one attempt, from its start to its outcome", _SLOW),
+}
+
+
+class Recorder(OffThread):
+    """This process's increments, added to the shared Redis hash off the caller's thread."""
+
+    name = "agentos-metrics"
+    batch = 1024
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._unsent: collections.Counter = collections.Counter()
+        self._unsent_lock = threading.Lock()
+
+    def count(self, name: str, amount: float = 1) -> None:
+        assert name in COUNTERS, name
+        self.put((f"c:{name}", amount))
+
+    def observe(self, name: str, seconds: float) -> None:
+        buckets = HISTOGRAMS[name][1]
+        seconds = max(0.0, seconds)
+        self.put((f"h:{name}:{bisect.bisect_left(buckets, seconds)}", 1))
+        self.put((f"h:{name}:count", 1))
+        self.put((f"h:{name}:sum", seconds))
+
+    def handle(self, items: list) -> None:
+        with self._unsent_lock:
+            fields, self._unsent = self._unsent, collections.Counter()
+        for field, amount in items:
+            fields[field] += amount
+        try:
+            pipe = coordination().pipeline(transaction=True)  # all or nothing: a refused batch is resent whole
+            key = scoped("metrics")
+            for field, amount in fields.items():
+                if field.endswith(":sum"):  # the only fractional fields; HINCRBY refuses a fractional value
+                    pipe.hincrbyfloat(key, field, amount)
+                else:
+                    pipe.hincrby(key, field, int(amount))
+            pipe.execute()
+        except redis.RedisError as error:
+            log.warning("metrics not sent (%s); kept for the next batch", error)
+            with self._unsent_lock:
+                self._unsent.update(fields)
+
+
+recorder = Recorder()
+
+
+def shared_values() -> dict[str, float] | None:
+    """The summed counters and histogram buckets of every process; None when Redis does not answer."""
+    try:
+        raw = coordination().hgetall(scoped("metrics"))
+    except redis.RedisError:
+        return None
+    return {field.decode(): float(value) for field, value in raw.items()}
+
+
+class QueueCollector:
+    """What `/metrics` shows, read when it is scraped."""
+
+    def collect(self):
+        values = shared_values()
+        yield _gauge("metrics_store_up", "1 when the shared counters (Redis) answered this scrape", values is not None)
+        values = values or {}
+        for name, description in COUNTERS.items():
+            yield CounterMetricFamily(f"{PREFIX}runs_{name}", description, value=values.get(f"c:{name}", 0.0))
+        for name, (description, buckets) in HISTOGRAMS.items():
+            yield _histogram(name, description, buckets, values)
+        yield from _database_gauges()
+
+    def describe(self):
+        return []
+
+
+def _gauge(name: str, description: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"{PREFIX}{name}", description, value=float(value))
+
+
+def _histogram(name: str, description: str, buckets: tuple, values: dict) -> HistogramMetricFamily:
+    cumulative, total = [], 0.0
+    for index, bound in enumerate((*buckets, float("inf"))):
+        total += values.get(f"h:{name}:{index}", 0.0)
+        cumulative.append((_bound(bound), total))
+    return HistogramMetricFamily(
+        f"{PREFIX}{name}", description, buckets=cumulative, sum_value=values.get(f"h:{name}:sum", 0.0)
+    )
+
+
+def _bound(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(bound)
+
+
+def _database_gauges():
+    health = selectors.queue_health()
+    tickets = GaugeMetricFamily(f"{PREFIX}tickets", "Tickets by status", labels=["status"])
+    for status, count in health.counts.items():
+        tickets.add_metric([status], count)
+    yield tickets
+    oldest = health.oldest_queued_age_seconds
+    yield _gauge("oldest_queued_age_seconds", "Age of the oldest queued ticket (0 when none)", oldest or 0.0)
+    held = GaugeMetricFamily(
+        f"{PREFIX}sessions_held", "Sessions held by a paused head or one waiting for its retry", labels=["reason"]
+    )
+    held_age = GaugeMetricFamily(
+        f"{PREFIX}sessions_held_oldest_age_seconds", "Age of the oldest such hold (0 when none)", labels=["reason"]
+    )
+    waiting = GaugeMetricFamily(
+        f"{PREFIX}sessions_held_waiting_runs", "Runs queued behind those held heads", labels=["reason"]
+    )
+    for reason, hold in health.held.items():
+        held.add_metric([reason], hold.sessions)
+        held_age.add_metric([reason], hold.oldest_age_seconds)
+        waiting.add_metric([reason], hold.waiting)
+    yield from (held, held_age, waiting)
+    in_flight = GaugeMetricFamily(f"{PREFIX}runs_in_flight", "Runs executing now, per worker", labels=["worker"])
+    for worker, count in health.in_flight.items():
+        in_flight.add_metric([worker], count)
+    yield in_flight
+
+
+def exposition() -> bytes:
+    """The Prometheus text answer of `/metrics`."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(QueueCollector())
+    return generate_latest(registry)

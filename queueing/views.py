@@ -1,0 +1,129 @@
+"""`/queue` (CONTRACT 3.7) and `/metrics` (CONTRACT 12): validate, call one selector or operation, serialize."""
+
+from __future__ import annotations
+
+import time
+
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from prometheus_client import CONTENT_TYPE_LATEST
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agentos_project.auth import QueueAdminPermission
+from agentos_project.conf import current
+from agentos_project.validation import validated
+
+from . import metrics
+from .exceptions import BadQueueQuery, JobNotFound, QueueDisabled
+from .operations import job_requeue
+from .selectors import JOB_STATUSES, queue_stats, ticket_get, tickets_page
+from .serializers import JobListQuery, JobPageSerializer, JobSerializer, RequeueQuery, StatsSerializer, ticket_to_wire
+
+REFUSALS = {
+    401: OpenApiResponse(description="no bearer token while AGENTOS_SECURITY_KEY is set"),
+    403: OpenApiResponse(description="Job queue operations require an admin scope"),
+    503: OpenApiResponse(description="the durable queue is disabled"),
+}
+
+
+class QueueView(APIView):
+    """The admin gate first (401/403), then whether there is a durable queue at all (503)."""
+
+    permission_classes = [QueueAdminPermission]
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if not current().queue.durable:
+            raise QueueDisabled()
+
+
+def _query(request) -> dict:
+    """Query parameters, repeatable ones as lists, over a form or JSON body's fields."""
+    query = {
+        key: values if key in ("status", "session_id") else values[-1] for key, values in request.query_params.lists()
+    }
+    body = request.data.dict() if hasattr(request.data, "dict") else request.data
+    return {**(body if isinstance(body, dict) else {}), **query}
+
+
+class JobListView(QueueView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("status", str, many=True, enum=JOB_STATUSES, description="repeatable"),
+            OpenApiParameter("session_id", str, many=True, description="repeatable"),
+            OpenApiParameter("user_id", str),
+            OpenApiParameter("limit", int, description="1 to 1000, default 20"),
+            OpenApiParameter("page", int, description="from 1"),
+            OpenApiParameter("sort_by", str, description="created_at (default), updated_at, completed_at, status, …"),
+            OpenApiParameter("sort_order", str, enum=["asc", "desc"]),
+        ],
+        responses={200: JobPageSerializer, 400: OpenApiResponse(description="bad filter"), **REFUSALS},
+    )
+    def get(self, request):
+        started = time.perf_counter()
+        query = validated(JobListQuery, _query(request), location="query")
+        statuses, session_ids = query.get("status") or [], query.get("session_id") or []
+        for status in statuses:
+            if status not in JOB_STATUSES:
+                raise BadQueueQuery(f"Invalid status {status!r}; expected one of {JOB_STATUSES}")
+        if not all(session_ids) or query.get("user_id") == "":
+            raise BadQueueQuery("session_id and user_id must not be empty")
+        limit, page = query["limit"], query["page"]
+        tickets, total = tickets_page(
+            statuses=statuses,
+            session_ids=session_ids,
+            user_id=query.get("user_id"),
+            limit=limit,
+            page=page,
+            sort_by=query["sort_by"],
+            descending=query["sort_order"] == "desc",
+        )
+        meta = {
+            "page": page,
+            "limit": limit,
+            "total_pages": (total + limit - 1) // limit,
+            "total_count": total,
+            "search_time_ms": round(1000 * (time.perf_counter() - started), 2),
+        }
+        return Response({"data": [ticket_to_wire(ticket) for ticket in tickets], "meta": meta})
+
+
+class JobDetailView(QueueView):
+    @extend_schema(responses={200: JobSerializer, 404: OpenApiResponse(description="no such job"), **REFUSALS})
+    def get(self, request, job_id: str):
+        ticket = ticket_get(ticket_id=job_id)
+        if ticket is None:
+            raise JobNotFound(job_id)
+        return Response(ticket_to_wire(ticket))
+
+
+class JobRequeueView(QueueView):
+    @extend_schema(
+        parameters=[RequeueQuery],
+        request=None,
+        responses={
+            200: JobSerializer,
+            400: OpenApiResponse(description="not failed or cancelled, or unknown"),
+            409: OpenApiResponse(description="failed within the lease grace; pass force=true"),
+            **REFUSALS,
+        },
+    )
+    def post(self, request, job_id: str):
+        query = validated(RequeueQuery, _query(request), location="query")
+        return Response(ticket_to_wire(job_requeue(job_id=job_id, force=query["force"])))
+
+
+class QueueStatsView(QueueView):
+    @extend_schema(responses={200: StatsSerializer, **REFUSALS})
+    def get(self, request):
+        return Response(queue_stats())
+
+
+class MetricsView(APIView):
+    """Prometheus' text format; guarded by the security key like every endpoint but `/health`."""
+
+    @extend_schema(responses={(200, "text/plain"): OpenApiTypes.STR})
+    def get(self, request):
+        return HttpResponse(metrics.exposition(), content_type=CONTENT_TYPE_LATEST)

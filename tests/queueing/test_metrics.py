@@ -1,0 +1,173 @@
+"""`/metrics` (CONTRACT 12): Prometheus text that parses, counters that move by what happened, gauges read from
+the tickets, and one structured log line per state change."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+
+import pytest
+from django.db import transaction
+from django.db.models.functions import Now
+from prometheus_client.parser import text_string_to_metric_families
+
+from agentos_project.conf import current
+from queueing import metrics
+from queueing.models import Ticket
+from queueing.sweeper import sweep_once
+from queueing.tickets import ticket_accept, ticket_continue, ticket_requeue
+from queueing.worker import execute_claim
+from tests.conftest import with_conf
+
+from .conftest import accept, backdate, claim, finish
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def scrape(api) -> dict[tuple[str, tuple], float]:
+    """Every sample of `/metrics`, by (name, sorted labels), once every increment made so far has been sent."""
+    metrics.recorder.flush()
+    response = api.get("/metrics")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain; version=")
+    samples = {}
+    for family in text_string_to_metric_families(response.content.decode()):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def moved(before: dict, after: dict, name: str, **labels) -> float:
+    key = (name, tuple(sorted(labels.items())))
+    return after.get(key, 0.0) - before.get(key, 0.0)
+
+
+COUNTED = ["accepted", "claimed", "completed", "failed", "cancelled", "paused", "continued", "retried", "requeued"]
+
+
+def test_counters_move_by_what_happened(api, session_id, executor):
+    before = scrape(api)
+    done = accept(session_id=session_id)
+    execute_claim(claim(done))
+    paused = accept(session_id=f"{session_id}-p")
+    finish(claim(paused), "paused")
+    ticket_continue(ticket_id=paused)
+    retried = accept(session_id=f"{session_id}-r", outcomes=("failed", "failed"), max_attempts=2)
+    execute_claim(claim(retried))
+    dead = accept(session_id=f"{session_id}-d")
+    finish(claim(dead), "failed", error="boom")
+    ticket_requeue(ticket_id=dead, grace_seconds=60, force=True)
+    executor.cancel(accept(session_id=f"{session_id}-c"))
+
+    after = scrape(api)
+
+    assert {name: moved(before, after, f"agentos_runs_{name}_total") for name in COUNTED} == {
+        "accepted": 5,
+        "claimed": 4,
+        "completed": 1,
+        "failed": 1,
+        "cancelled": 1,
+        "paused": 1,
+        "continued": 1,
+        "retried": 1,
+        "requeued": 1,
+    }
+    assert moved(before, after, "agentos_run_duration_seconds_count") == 2
+    assert moved(before, after, "agentos_wait_seconds_count") == 2  # observed when execution starts
+
+
+@with_conf("queue", lock_grace_seconds=3)
+def test_a_sweep_counts_as_swept_and_failed(api, session_id):
+    before = scrape(api)
+    lost = accept(session_id=session_id)
+    claim(lost, worker="gone")
+    backdate(lost)
+
+    sweep_once(current().queue)
+    after = scrape(api)
+
+    assert moved(before, after, "agentos_runs_swept_total") == 1
+    assert moved(before, after, "agentos_runs_failed_total") == 1
+
+
+def test_a_handed_over_session_observes_its_hand_off(api, session_id):
+    before = scrape(api)
+    first, second = accept(session_id=session_id), accept(session_id=session_id)
+
+    handed = execute_claim(claim(first), hand_off=True)
+    assert handed is not None and handed.ticket_id == second
+    execute_claim(handed)
+    after = scrape(api)
+
+    assert moved(before, after, "agentos_handoff_latency_seconds_count") == 1
+    assert moved(before, after, "agentos_handoff_latency_seconds_bucket", le="+Inf") == 1
+    assert moved(before, after, "agentos_handoff_latency_seconds_sum") < 1
+
+
+def test_gauges_are_read_from_the_tickets(api, session_id):
+    Ticket.objects.all().delete()
+    paused = accept(session_id=session_id)
+    finish(claim(paused), "paused")
+    accept(session_id=session_id)
+    accept(session_id=session_id)
+    retrying = accept(session_id=f"{session_id}-r", outcomes=("failed", "completed"), max_attempts=2)
+    execute_claim(claim(retrying, worker="w-r"))
+    Ticket.objects.filter(pk=retrying).update(available_at=Now() + datetime.timedelta(minutes=10))
+    running = accept(session_id=f"{session_id}-x")
+    claim(running, worker="w-9")
+    backdate(paused, field="updated_at", seconds=300)
+
+    samples = scrape(api)
+
+    tickets = {dict(labels)["status"]: value for (name, labels), value in samples.items() if name == "agentos_tickets"}
+    assert tickets == {"queued": 3, "running": 1, "paused": 1, "completed": 0, "failed": 0, "cancelled": 0}
+    assert samples[("agentos_sessions_held", (("reason", "paused"),))] == 1
+    assert samples[("agentos_sessions_held_waiting_runs", (("reason", "paused"),))] == 2
+    assert 300 <= samples[("agentos_sessions_held_oldest_age_seconds", (("reason", "paused"),))] < 310
+    assert samples[("agentos_runs_in_flight", (("worker", "w-9"),))] == 1
+    assert samples[("agentos_sessions_held", (("reason", "retrying"),))] == 1
+    assert samples[("agentos_sessions_held_waiting_runs", (("reason", "retrying"),))] == 0
+    assert samples[("agentos_metrics_store_up", ())] == 1
+
+
+def test_one_log_line_per_state_change(session_id, caplog):
+    caplog.set_level(logging.INFO, logger="agentos.tickets")
+    ticket_id = accept(session_id=session_id)
+    owner = claim(ticket_id, worker="w-log")
+    finish(owner, "completed")
+
+    lines = [record.getMessage() for record in caplog.records if record.name == "agentos.tickets"]
+    assert lines == [
+        f"ticket.accept run_id={ticket_id} session_id={session_id} status=queued attempt=0 worker=-",
+        f"ticket.claim run_id={ticket_id} session_id={session_id} status=running attempt=1 worker=w-log",
+        f"ticket.finish run_id={ticket_id} session_id={session_id} status=completed attempt=1 worker=w-log",
+    ]
+    assert caplog.records[-1].ticket == {
+        "event": "finish",
+        "run_id": ticket_id,
+        "session_id": session_id,
+        "status": "completed",
+        "attempt": 1,
+        "worker": "w-log",
+    }
+
+
+def test_nothing_is_logged_or_counted_for_a_change_that_rolls_back(api, session_id, caplog):
+    caplog.set_level(logging.INFO, logger="agentos.tickets")
+    before = scrape(api)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        ticket_accept(
+            ticket_id="00000000-0000-0000-0000-0000000000aa",
+            component_type="job",
+            component_id="fake",
+            session_id=session_id,
+            user_id=None,
+            payload={},
+            serialized=True,
+            max_attempts=1,
+        )
+        raise RuntimeError("the caller's transaction fails")
+    after = scrape(api)
+
+    assert moved(before, after, "agentos_runs_accepted_total") == 0
+    assert [r for r in caplog.records if r.name == "agentos.tickets"] == []
