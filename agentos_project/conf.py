@@ -41,6 +41,7 @@ class Services:
     database_url: str
     redis_url: str
     celery_broker_url: str
+    database_pool_size: int | None = 16  # connections a process may have open at once (None: no cap)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,7 +175,9 @@ class _Reader:
 
 def _services(env: _Reader) -> Services:
     redis_url = env.url("REDIS_URL", EMBEDDED_REDIS_URL, ("redis", "rediss", "unix"))
+    pool_size = env.integer("AGENTOS_DB_POOL_SIZE", 16, minimum=0)
     return Services(
+        database_pool_size=pool_size or None,
         database_url=env.url("DATABASE_URL", EMBEDDED_DATABASE_URL, ("postgres", "postgresql")),
         redis_url=redis_url,
         celery_broker_url=env.url(
@@ -230,8 +233,9 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Age
     )
 
 
-def database_settings(url: str) -> dict:
-    """Django's DATABASES entry for a postgres:// URL (host may also come from ?host=/socket/dir)."""
+def database_settings(url: str, *, pool_size: int | None = None) -> dict:
+    """Django's DATABASES entry for a postgres:// URL (host may also come from ?host=/socket/dir), with at most
+    `pool_size` connections open per process (`agentos_project.postgres`)."""
     parts = urlsplit(url)
     query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
     query.setdefault("connect_timeout", "5")  # an unreachable host must not hold a settle or a request for minutes
@@ -247,6 +251,8 @@ def database_settings(url: str) -> dict:
         # Celery workers raise this at start-up (queueing.lifecycle), where threads are reused.
         "CONN_MAX_AGE": 0,
         "CONN_HEALTH_CHECKS": True,
+        "POOL_SIZE": pool_size,
+        "POOL_TIMEOUT": 10.0,
     }
 
 

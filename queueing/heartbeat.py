@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 from django.db import close_old_connections, connection
 
+from agentos_project.postgres.base import reserved
+
 from .tickets import ticket_heartbeat
 
 log = logging.getLogger("agentos.queue")
@@ -27,6 +29,7 @@ class Heartbeat(threading.Thread):
         self.stopped = threading.Event()
 
     def run(self) -> None:
+        reserved()  # a pool busy with runs must never keep the leases from being refreshed
         try:
             while not self.stopped.wait(self.interval):
                 self.beat()

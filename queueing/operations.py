@@ -6,12 +6,15 @@ owner knows how to do wherever the run is), and raises the queue's named errors,
 
 from __future__ import annotations
 
+import time
+
 from agentos_project.conf import current
 
-from .exceptions import JobFailedRecently, JobNotRequeueable
+from .exceptions import BadQueueQuery, JobFailedRecently, JobNotRequeueable
 from .executor import get_executor
 from .models import Ticket
-from .selectors import ticket_get
+from .selectors import JOB_STATUSES, ticket_get, tickets_page
+from .serializers import ticket_to_wire
 from .tickets import RequeueResult, ticket_requeue
 
 
@@ -41,3 +44,42 @@ def job_cancel(*, job_id: str) -> str:
     if ticket_get(ticket_id=job_id) is None:
         return "unknown"
     return get_executor().cancel(job_id)
+
+
+def job_search(
+    *,
+    statuses: list[str],
+    session_ids: list[str],
+    user_id: str | None,
+    limit: int,
+    page: int,
+    sort_by: str = "created_at",
+    descending: bool = True,
+) -> dict:
+    """`GET /queue/jobs`' answer: one page of jobs matching the filters, and its `meta` (with how long it took).
+
+    Raises `BadQueueQuery` (400, AgentOS' texts) for an unknown status or an empty session_id or user_id.
+    """
+    started = time.perf_counter()
+    for status in statuses:
+        if status not in JOB_STATUSES:
+            raise BadQueueQuery(f"Invalid status {status!r}; expected one of {JOB_STATUSES}")
+    if not all(session_ids) or user_id == "":
+        raise BadQueueQuery("session_id and user_id must not be empty")
+    tickets, total = tickets_page(
+        statuses=statuses,
+        session_ids=session_ids,
+        user_id=user_id,
+        limit=limit,
+        page=page,
+        sort_by=sort_by,
+        descending=descending,
+    )
+    meta = {
+        "page": page,
+        "limit": limit,
+        "total_pages": (total + limit - 1) // limit,
+        "total_count": total,
+        "search_time_ms": round(1000 * (time.perf_counter() - started), 2),
+    }
+    return {"data": [ticket_to_wire(ticket) for ticket in tickets], "meta": meta}

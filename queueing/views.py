@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -16,9 +14,9 @@ from agentos_project.conf import current
 from agentos_project.validation import validated
 
 from . import metrics
-from .exceptions import BadQueueQuery, JobNotFound, QueueDisabled
-from .operations import job_requeue
-from .selectors import JOB_STATUSES, queue_stats, ticket_get, tickets_page
+from .exceptions import JobNotFound, QueueDisabled
+from .operations import job_requeue, job_search
+from .selectors import JOB_STATUSES, queue_stats, ticket_get
 from .serializers import JobListQuery, JobPageSerializer, JobSerializer, RequeueQuery, StatsSerializer, ticket_to_wire
 
 REFUSALS = {
@@ -62,32 +60,17 @@ class JobListView(QueueView):
         responses={200: JobPageSerializer, 400: OpenApiResponse(description="bad filter"), **REFUSALS},
     )
     def get(self, request):
-        started = time.perf_counter()
         query = validated(JobListQuery, _query(request), location="query")
-        statuses, session_ids = query.get("status") or [], query.get("session_id") or []
-        for status in statuses:
-            if status not in JOB_STATUSES:
-                raise BadQueueQuery(f"Invalid status {status!r}; expected one of {JOB_STATUSES}")
-        if not all(session_ids) or query.get("user_id") == "":
-            raise BadQueueQuery("session_id and user_id must not be empty")
-        limit, page = query["limit"], query["page"]
-        tickets, total = tickets_page(
-            statuses=statuses,
-            session_ids=session_ids,
+        page = job_search(
+            statuses=query.get("status") or [],
+            session_ids=query.get("session_id") or [],
             user_id=query.get("user_id"),
-            limit=limit,
-            page=page,
+            limit=query["limit"],
+            page=query["page"],
             sort_by=query["sort_by"],
             descending=query["sort_order"] == "desc",
         )
-        meta = {
-            "page": page,
-            "limit": limit,
-            "total_pages": (total + limit - 1) // limit,
-            "total_count": total,
-            "search_time_ms": round(1000 * (time.perf_counter() - started), 2),
-        }
-        return Response({"data": [ticket_to_wire(ticket) for ticket in tickets], "meta": meta})
+        return Response(page)
 
 
 class JobDetailView(QueueView):

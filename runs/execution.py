@@ -6,6 +6,8 @@ import dataclasses
 import time
 from collections.abc import Callable
 
+from django.db import connection
+
 from agents_registry.context import PermanentRunError, RunContext, RunRequest, RunResult
 from agents_registry.events import stream_ending
 from agents_registry.registry import ComponentNotFound, registry
@@ -98,6 +100,8 @@ def run_leg(
             sink, error=f"Component {run.component_type} {run.component_id!r} is not registered here", permanent=True
         )
     session = AgentSession.objects.only("session_state", "messages").get(pk=run.session_id)
+    if not connection.in_atomic_block:  # a model call may take minutes: its connection serves others meanwhile
+        connection.close()
     deadline = time.monotonic() + timeout_seconds if timeout_seconds else None
     timed_out = lambda: deadline is not None and time.monotonic() > deadline  # noqa: E731
     ctx = RunContext(

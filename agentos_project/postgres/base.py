@@ -1,39 +1,85 @@
-"""Django's PostgreSQL backend (psycopg2) with a small process-wide pool of idle connections.
+"""Django's PostgreSQL backend (psycopg2) with a process-wide pool: idle connections are reused, and open ones
+are capped.
 
 Under ASGI every request runs on a thread of its own, so Django's persistent connections cannot be reused
 and each request would open a connection (about 6 ms here, a third of an accept). This backend puts a
 closed connection back into a pool when it is idle and healthy, and takes one from the pool on connect,
 checking it with a round trip first, so a server restart costs a reconnect rather than an error.
+
+The database entry's `POOL_SIZE` caps the connections a process has open at once (`AGENTOS_DB_POOL_SIZE`): a
+thread that needs one more waits up to `POOL_TIMEOUT` seconds for another to be closed, then gets an
+OperationalError (a 503 for a request, a retried settle for a worker). A thread marked `reserved()` (the lease
+heartbeat) is never made to wait: it may open one connection beyond the cap, so a busy pool cannot starve
+leases. A connection dropped without being closed (its thread gone) frees its place when it is collected.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
+import weakref
 
 import psycopg2
+from django.db import OperationalError
 from django.db.backends.postgresql import base
 from psycopg2 import extensions
 
 IDLE_LIMIT = 32
+_local = threading.local()
+
+
+def reserved() -> None:
+    """Let this thread open a connection beyond the cap (for the one thread whose work cannot wait: the heartbeat)."""
+    _local.reserved = True
+
+
+class PoolExhausted(OperationalError):
+    pass
 
 
 class IdlePool:
-    def __init__(self, limit: int = IDLE_LIMIT):
+    def __init__(self, limit: int = IDLE_LIMIT, size: int | None = None, timeout: float = 10.0):
         self.limit = limit
+        self.size = size
+        self.timeout = timeout
         self.idle: list = []
-        self.lock = threading.Lock()
+        self.open = 0
+        self.lock = threading.Condition()
+        self._places: dict[int, weakref.finalize] = {}
 
     def take(self):
-        """A healthy idle connection, or None."""
+        """A healthy idle connection, or None: the caller may open a new one (and must `count` it). Waits while
+        the cap is reached, up to `timeout`; raises PoolExhausted after that."""
+        deadline = time.monotonic() + self.timeout
         while True:
             with self.lock:
+                while not self.idle and not self._may_open():
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise PoolExhausted(f"all {self.size} database connections of this process are in use")
+                    self.lock.wait(remaining)
                 if not self.idle:
+                    self.open += 1  # the caller opens it; `discard` gives the place back if that fails
                     return None
                 connection = self.idle.pop()
             if _alive(connection):
                 return connection
-            connection.close()
+            self.close(connection)
+
+    def _may_open(self) -> bool:
+        return self.size is None or self.open < self.size or getattr(_local, "reserved", False)
+
+    def count(self, connection) -> None:
+        """`connection` was opened in the place `take` made for it; it frees that place when closed or collected."""
+        with self.lock:
+            self._places[id(connection)] = weakref.finalize(connection, self._free, id(connection))
+
+    def discard(self) -> None:
+        """The connection `take` made a place for could not be opened."""
+        with self.lock:
+            self.open -= 1
+            self.lock.notify()
 
     def give(self, connection) -> bool:
         """Keep `connection` for reuse if it is open and outside any transaction; False means close it."""
@@ -43,13 +89,30 @@ class IdlePool:
             if len(self.idle) >= self.limit:
                 return False
             self.idle.append(connection)
+            self.lock.notify()
         return True
+
+    def close(self, connection) -> None:
+        """Close `connection` (not kept) and free its place."""
+        try:
+            connection.close()
+        finally:
+            with self.lock:
+                finalizer = self._places.pop(id(connection), None)
+            if finalizer is not None:
+                finalizer()
+
+    def _free(self, key: int) -> None:
+        with self.lock:
+            self._places.pop(key, None)
+            self.open -= 1
+            self.lock.notify()
 
     def clear(self) -> None:
         with self.lock:
             idle, self.idle = self.idle, []
         for connection in idle:
-            connection.close()
+            self.close(connection)
 
 
 def _alive(connection) -> bool:
@@ -69,17 +132,19 @@ _pools_lock = threading.Lock()
 def _forget_inherited_connections() -> None:
     """In a forked child, idle connections belong to the parent: drop them without closing the parent's sockets."""
     for pool in _pools.values():
-        pool.idle = []
-        pool.lock = threading.Lock()
+        for finalizer in pool._places.values():
+            finalizer.detach()
+        pool.idle, pool.open, pool._places = [], 0, {}
+        pool.lock = threading.Condition()
 
 
 os.register_at_fork(after_in_child=_forget_inherited_connections)
 
 
-def pool_for(conn_params: dict) -> IdlePool:
+def pool_for(conn_params: dict, *, size: int | None = None, timeout: float = 10.0) -> IdlePool:
     key = repr(sorted((k, str(v)) for k, v in conn_params.items()))
     with _pools_lock:
-        return _pools.setdefault(key, IdlePool())
+        return _pools.setdefault(key, IdlePool(size=size, timeout=timeout))
 
 
 def close_pools() -> None:
@@ -94,16 +159,26 @@ def close_pools() -> None:
 
 class DatabaseWrapper(base.DatabaseWrapper):
     def get_new_connection(self, conn_params):
-        self._pool = pool_for(conn_params)
+        size = self.settings_dict.get("POOL_SIZE")
+        self._pool = pool_for(conn_params, size=size, timeout=self.settings_dict.get("POOL_TIMEOUT", 10.0))
         connection = self._pool.take()
-        if connection is None:
-            return super().get_new_connection(conn_params)
-        self.isolation_level = base.IsolationLevel.READ_COMMITTED
+        if connection is not None:
+            self.isolation_level = base.IsolationLevel.READ_COMMITTED
+            return connection
+        try:
+            connection = super().get_new_connection(conn_params)
+        except BaseException:
+            self._pool.discard()
+            raise
+        self._pool.count(connection)
         return connection
 
     def _close(self):
         connection = self.connection
         pool = getattr(self, "_pool", None)
-        if connection is not None and pool is not None and not self.in_atomic_block and pool.give(connection):
+        if connection is None or pool is None:
+            return super()._close()
+        if not self.in_atomic_block and pool.give(connection):
             return None
-        return super()._close()
+        with self.wrap_database_errors:
+            pool.close(connection)

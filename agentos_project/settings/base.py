@@ -46,8 +46,10 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",  # the Django admin's forms; DRF's views are exempt (bearer auth)
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "agentos_project.middleware.BodySizeLimitMiddleware",
 ]
 
@@ -70,7 +72,7 @@ TEMPLATES = [
     }
 ]
 
-DATABASES = {"default": database_settings(AGENTOS.services.database_url)}
+DATABASES = {"default": database_settings(AGENTOS.services.database_url, pool_size=AGENTOS.services.database_pool_size)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 USE_TZ = True

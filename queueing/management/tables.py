@@ -21,11 +21,15 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]
     texts = [list(headers), *([str(value) for value in row] for row in cells)]
     widths = [max(len(row[i]) for row in texts) for i in range(len(headers))]
     texts.insert(1, ["-" * width for width in widths])
-    return [
-        "  ".join(cell.rjust(width) if right else cell.ljust(width) for cell, width, right in zip(row, widths, numeric))
-        .rstrip()
-        for row in texts
-    ]
+    return [_line(row, widths, numeric) for row in texts]
+
+
+def _line(cells: list[str], widths: list[int], numeric: list[bool]) -> str:
+    padded = (
+        cell.rjust(width) if right else cell.ljust(width)
+        for cell, width, right in zip(cells, widths, numeric, strict=True)
+    )
+    return "  ".join(padded).rstrip()
 
 
 def seconds(value: float | None) -> str:

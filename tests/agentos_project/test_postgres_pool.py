@@ -1,9 +1,14 @@
 """The pooled PostgreSQL backend: connections closed by one request thread are reused by the next."""
 
+import gc
 import threading
+import time
 
+import psycopg2
 import pytest
 from django.db import connection
+
+from agentos_project.postgres.base import PoolExhausted, pool_for, reserved
 
 from ..conftest import terminate_backend
 
@@ -11,18 +16,23 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def on_a_new_thread(work):
-    """Run `work` as a request would under ASGI: on a thread of its own, closing its connection at the end."""
-    result = []
+    """Run `work` as a request would under ASGI: on a thread of its own, closing its connection at the end; its
+    result, or the exception it raised."""
+    result, errors = [], []
 
     def run():
         try:
             result.append(work())
+        except Exception as error:
+            errors.append(error)
         finally:
             connection.close()
 
     thread = threading.Thread(target=run)
     thread.start()
     thread.join()
+    if errors:
+        raise errors[0]
     return result[0]
 
 
@@ -53,3 +63,83 @@ def test_a_connection_left_inside_a_transaction_is_not_pooled():
     first = on_a_new_thread(leave_transaction_open)
 
     assert on_a_new_thread(backend_pid) != first
+
+
+def capped(room: int, timeout: float = 0.3):
+    """The default database's pool, capped at `room` connections more than are open now, for the test."""
+    pool = pool_for(connection.get_connection_params())
+    pool.clear()  # idle ones would be handed out without counting against the cap
+    saved = (pool.size, pool.timeout)
+    pool.size, pool.timeout = pool.open + room, timeout
+    return pool, saved
+
+
+def holding(count: int, release: threading.Event) -> list[threading.Thread]:
+    """`count` threads that each open a connection and keep it until `release` is set."""
+    opened = threading.Barrier(count + 1)
+
+    def hold():
+        try:
+            backend_pid()
+            opened.wait()
+            release.wait(10)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=hold) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    opened.wait(10)
+    return threads
+
+
+def test_the_cap_makes_a_thread_wait_then_refuses_and_the_heartbeat_still_connects():
+    pool, saved = capped(2)
+    release = threading.Event()
+    threads = holding(2, release)
+    try:
+        with pytest.raises(PoolExhausted):
+            on_a_new_thread(backend_pid)
+
+        def as_heartbeat():
+            reserved()
+            return backend_pid()
+
+        assert on_a_new_thread(as_heartbeat) > 0
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join()
+        pool.size, pool.timeout = saved
+    assert on_a_new_thread(backend_pid) > 0
+
+
+def test_a_waiting_thread_gets_the_connection_another_closes():
+    pool, saved = capped(1, timeout=5)
+    release = threading.Event()
+    threads = holding(1, release)
+    try:
+        threading.Timer(0.2, release.set).start()
+        started = time.monotonic()
+        assert on_a_new_thread(backend_pid) > 0
+        assert time.monotonic() - started >= 0.15
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join()
+        pool.size, pool.timeout = saved
+
+
+def test_a_connection_dropped_without_closing_frees_its_place():
+    pool = pool_for(connection.get_connection_params())
+    pool.clear()
+    before = pool.open
+    assert pool.take() is None  # no idle one: a place is made for a new connection, as get_new_connection does
+    raw = psycopg2.connect(**connection.get_connection_params())
+    pool.count(raw)
+    assert pool.open == before + 1
+
+    del raw
+    gc.collect()
+
+    assert pool.open == before

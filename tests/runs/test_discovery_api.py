@@ -123,5 +123,3 @@ def test_openapi_describes_the_bodies_clients_send_and_receive(api):
         "scheme": "bearer",
         "description": "AGENTOS_SECURITY_KEY, when one is set; AGENTOS_ADMIN_TOKEN for /queue when one is set",
     }
-
-

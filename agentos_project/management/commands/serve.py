@@ -83,7 +83,8 @@ class Command(BaseCommand):
                 started.append(server)
                 self.stdout.write(f"embedded {type(server).__name__[8:]} at {masked(url)}")
                 if isinstance(server, EmbeddedPostgres):  # this process migrates it, with its password
-                    settings.DATABASES["default"].update(database_settings(url))
+                    pool_size = current().services.database_pool_size
+                    settings.DATABASES["default"].update(database_settings(url, pool_size=pool_size))
         except BaseException:
             for server in reversed(started):
                 server.stop()

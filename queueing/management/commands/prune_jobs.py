@@ -18,9 +18,9 @@ class Command(BaseCommand):
     def handle(self, *args, older_than, **options):
         window = current().queue.retention_seconds if older_than is None else older_than
         if window < 0:
-            raise CommandError(f"--older-than must be at least 0 (got {window:g})", returncode=2)
+            raise CommandError(f"--older-than must be at least 0 (got {window:.15g})", returncode=2)
         pruned = deleted = ticket_prune(retention_seconds=window, batch=BATCH)
         while deleted == BATCH:
             deleted = ticket_prune(retention_seconds=window, batch=BATCH)
             pruned += deleted
-        self.stdout.write(f"pruned {pruned} ticket(s) older than {window:g}s")
+        self.stdout.write(f"pruned {pruned} ticket(s) older than {window:.15g}s")

@@ -22,10 +22,15 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(queue_stats(), indent=2))
             return
         health = queue_health()
-        lines = [*table(("status", "tickets"), health.counts.items())]
+        lines = table(("status", "tickets"), health.counts.items())
         lines.append(f"oldest queued: {seconds(health.oldest_queued_age_seconds)}")
         holds = [
-            (HOLDS.get(reason, reason), hold.sessions, seconds(hold.oldest_age_seconds if hold.sessions else None), hold.waiting)
+            (
+                HOLDS.get(reason, reason),
+                hold.sessions,
+                seconds(hold.oldest_age_seconds if hold.sessions else None),
+                hold.waiting,
+            )
             for reason, hold in health.held.items()
         ]
         lines += ["", *table(("held by", "sessions", "oldest hold", "queued behind"), holds), ""]

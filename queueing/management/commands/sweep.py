@@ -1,14 +1,30 @@
 import dataclasses
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from agentos_project.conf import current
+from queueing.management.tables import table
 from queueing.sweeper import sweep_once
+
+LABELS = {
+    "failed": "stale leases failed (no attempt left)",
+    "parked": "stale leases parked back to paused",
+    "redispatched": "stale leases dispatched for a reclaim",
+    "lost_messages": "lost messages published again",
+    "pruned": "terminal tickets pruned (past retention)",
+    "errors": "steps that raised (see the log)",
+}
 
 
 class Command(BaseCommand):
-    help = "Run one sweeper pass: stale leases, lost messages, retention."
+    help = (
+        "Run one sweeper pass (stale leases, lost messages, retention) and print what it did. "
+        "Exits 1 when a step raised (the log says which), so cron notices."
+    )
 
     def handle(self, *args, **options):
-        report = sweep_once(current().queue)
-        self.stdout.write(" ".join(f"{name}={value}" for name, value in dataclasses.asdict(report).items()))
+        report = dataclasses.asdict(sweep_once(current().queue))
+        rows = [(LABELS.get(name, name), count) for name, count in report.items()]
+        self.stdout.write("\n".join(table(("sweep", "count"), rows)))
+        if report["errors"]:
+            raise CommandError(f"{report['errors']} sweep step(s) raised; see the log", returncode=1)
