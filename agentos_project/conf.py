@@ -93,6 +93,7 @@ class Streams:
 class Server:
     host: str = "127.0.0.1"
     port: int = 7777
+    log_format: str = "text"  # or "json": one object per line
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,6 +166,12 @@ class _Reader:
             return None
         return self.number(name, default, minimum=0, strict=True)
 
+    def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
+        value = self.text(name, default).lower()
+        if value not in choices:
+            raise ConfigError(f"{name} must be one of {', '.join(choices)} (got {value!r})")
+        return value
+
     def url(self, name: str, default: str, schemes: tuple[str, ...]) -> str:
         value = self.text(name, default)
         parts = urlsplit(value)
@@ -225,7 +232,11 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Age
             openai_api_key=env.text("AGENTOS_OPENAI_API_KEY"),
             openai_model=env.text("AGENTOS_OPENAI_MODEL", "gpt-4o-mini"),
         ),
-        server=Server(host=env.text("AGENTOS_HOST", "127.0.0.1"), port=env.integer("AGENTOS_PORT", 7777, minimum=1)),
+        server=Server(
+            host=env.text("AGENTOS_HOST", "127.0.0.1"),
+            port=env.integer("AGENTOS_PORT", 7777, minimum=1),
+            log_format=env.choice("AGENTOS_LOG_FORMAT", "text", ("text", "json")),
+        ),
         streams=Streams(
             keepalive_seconds=env.number("AGENTOS_STREAM_KEEPALIVE_SECONDS", 15.0, minimum=0, strict=True),
             buffer_seconds=env.number("AGENTOS_STREAM_BUFFER_SECONDS", 3600.0, minimum=1),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from concurrent.futures import Future
 
@@ -14,6 +15,7 @@ from agentos_project.conf import current
 from agentos_project.exceptions import first_line
 from agents_registry.context import RunResult
 from agents_registry.events import event_name
+from queueing import metrics
 from queueing.tickets import ticket_accept
 
 from . import cancellation, eventbus
@@ -103,6 +105,7 @@ def run_submit(*, submission: Submission) -> Accepted:
         return run_submit_in_process(submission=submission)
     if submission.idempotency_key and (earlier := idempotent_replay(submission)):
         return earlier
+    started = time.perf_counter()
     try:
         with transaction.atomic():
             run = _create_run(submission, queued=True)
@@ -124,6 +127,7 @@ def run_submit(*, submission: Submission) -> Accepted:
         if submission.idempotency_key and (winner := idempotent_replay(submission)):
             return winner
         raise
+    metrics.recorder.observe("accept_latency_seconds", time.perf_counter() - started)
     return Accepted(str(run.run_id), run.session_id, run.status)
 
 

@@ -105,7 +105,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "runs.models.RunStatus", "HealthStatusEnum": ["ok", "unavailable"]},
 }
 
-# Celery: the broker carries ticket ids only; PostgreSQL holds the truth, so results are not stored.
+# Celery: the broker carries ticket ids only; PostgreSQL holds the truth, so results are not stored. Task events
+# stay on, so Flower (or `celery events`) pointed at the same broker shows the workers and their tasks.
 CELERY_BROKER_URL = AGENTOS.services.celery_broker_url
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -118,12 +119,17 @@ CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # a worker waits out a broker outag
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5}
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_WORKER_SEND_TASK_EVENTS = True
+CELERY_TASK_SEND_SENT_EVENT = True
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "agentos_project.logs.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": AGENTOS.server.log_format}},
     "root": {"handlers": ["console"], "level": "INFO"},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
