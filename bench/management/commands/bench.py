@@ -3,12 +3,14 @@
 from django.core.management.base import BaseCommand
 
 from bench import backlog as blocked_backlog
+from bench import operations
 from bench.demo import run_scenario
 from bench.harness import Client, Figure, accept_latency, drain, handoff, percentile
 from bench.hitl import continue_latencies
 from bench.streams import cancel_times, delivery_delays
+from queueing.models import Ticket
 
-SCENARIOS = ("accept", "drain", "handoff", "backlog", "order", "seed", "stream", "hitl")
+SCENARIOS = ("accept", "drain", "handoff", "backlog", "order", "seed", "stream", "hitl", "ops")
 
 
 class Command(BaseCommand):
@@ -27,11 +29,13 @@ class Command(BaseCommand):
         )
         parser.add_argument("--replica-url", help="a second web replica of the same deployment (scenario stream)")
         parser.add_argument("--events", type=int, default=1000, help="events the stream scenario publishes")
+        parser.add_argument("--tickets", type=int, default=100_000, help="tickets in the table (scenario ops)")
 
     def handle(self, *args, url, repeats, scenario, clients, runs, sessions, backlog, unordered_url, **options):
         self.client = Client(url)
         self.replica = Client(options["replica_url"] or url)
         self.events = options["events"]
+        self.tickets = options["tickets"]
         self.options = {"clients": clients, "runs": runs, "sessions": sessions}
         for name in scenario or SCENARIOS:
             if name == "order" and not unordered_url:
@@ -140,3 +144,17 @@ class Command(BaseCommand):
             Figure("continue sent to leg start p50", "ms", legs),
             Figure("leg end to held follow-up start p50", "ms", follow_ups),
         ]
+
+    def bench_ops(self, repeats, **_):
+        """The operator's reads (`/metrics`, `/queue/stats`, the dead-letter list) with `--tickets` tickets."""
+        empty = operations.read_costs(self.client)
+        tag = operations.seed(tickets=self.tickets)
+        try:
+            self.stdout.write(f"ops: {Ticket.objects.count():,} tickets in the table")
+            full = [operations.read_costs(self.client) for _ in range(repeats)]
+        finally:
+            operations.clear(tag)
+        figures = [Figure(f"{name} p50, before the seed", "ms", [cost]) for name, cost in empty.items()]
+        for name in empty:
+            figures.append(Figure(f"{name} p50, {self.tickets:,} tickets", "ms", [costs[name] for costs in full]))
+        return figures
