@@ -15,6 +15,7 @@ import bisect
 import collections
 import logging
 import threading
+import time
 
 import redis
 from prometheus_client import CollectorRegistry, generate_latest
@@ -53,10 +54,16 @@ HISTOGRAMS = {
 
 
 class Recorder(OffThread):
-    """This process's increments, added to the shared Redis hash off the caller's thread."""
+    """This process's increments, added to the shared Redis hash off the caller's thread.
+
+    The first increment after a quiet spell goes out at once; the ones after it are summed and sent together
+    `pause` seconds later, so a busy process makes few round trips (a send per increment cost a fifth of the
+    drain rate) and a counter trails what happened by at most `pause` plus a round trip.
+    """
 
     name = "agentos-metrics"
-    batch = 1024
+    batch = 4096
+    pause = 0.02
 
     def __init__(self) -> None:
         super().__init__()
@@ -68,17 +75,16 @@ class Recorder(OffThread):
         self.put((f"c:{name}", amount))
 
     def observe(self, name: str, seconds: float) -> None:
-        buckets = HISTOGRAMS[name][1]
         seconds = max(0.0, seconds)
-        self.put((f"h:{name}:{bisect.bisect_left(buckets, seconds)}", 1))
-        self.put((f"h:{name}:count", 1))
-        self.put((f"h:{name}:sum", seconds))
+        bucket = bisect.bisect_left(HISTOGRAMS[name][1], seconds)
+        self.put((f"h:{name}:{bucket}", 1, f"h:{name}:count", 1, f"h:{name}:sum", seconds))
 
     def handle(self, items: list) -> None:
         with self._unsent_lock:
             fields, self._unsent = self._unsent, collections.Counter()
-        for field, amount in items:
-            fields[field] += amount
+        for item in items:
+            for field, amount in zip(item[::2], item[1::2], strict=True):
+                fields[field] += amount
         try:
             pipe = coordination().pipeline(transaction=True)  # all or nothing: a refused batch is resent whole
             key = scoped("metrics")
@@ -92,6 +98,7 @@ class Recorder(OffThread):
             log.warning("metrics not sent (%s); kept for the next batch", error)
             with self._unsent_lock:
                 self._unsent.update(fields)
+        time.sleep(self.pause)  # what arrives meanwhile goes in the next batch: at most 1/pause sends a second
 
 
 recorder = Recorder()

@@ -105,8 +105,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "runs.models.RunStatus", "HealthStatusEnum": ["ok", "unavailable"]},
 }
 
-# Celery: the broker carries ticket ids only; PostgreSQL holds the truth, so results are not stored. Task events
-# stay on, so Flower (or `celery events`) pointed at the same broker shows the workers and their tasks.
+# Celery: the broker carries ticket ids only; PostgreSQL holds the truth, so results are not stored. Worker task
+# events stay on, so Flower (or `celery events`) pointed at the same broker shows the workers and their tasks.
+# The publisher's task-sent events are off: they cost a fifth of the drain rate here (docs/benchmarks.md).
 CELERY_BROKER_URL = AGENTOS.services.celery_broker_url
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -120,7 +121,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout"
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_WORKER_SEND_TASK_EVENTS = True
-CELERY_TASK_SEND_SENT_EVENT = True
+CELERY_TASK_SEND_SENT_EVENT = False
 
 LOGGING = {
     "version": 1,
