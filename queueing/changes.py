@@ -31,8 +31,11 @@ EVENT_COUNTERS = {
 STATUS_COUNTERS = {"completed": "completed", "failed": "failed", "cancelled": "cancelled", "paused": "paused"}
 
 
-def changed(event: str, *, run_id, session_id: str, status: str, attempt: int, worker: str | None = None) -> None:
-    """Record, once the caller's transaction commits, that ticket `run_id` changed by `event` to `status`."""
+def changed(
+    event: str, *, run_id, session_id: str, status: str, attempt: int, worker: str | None = None, **more
+) -> None:
+    """Record, once the caller's transaction commits, that ticket `run_id` changed by `event` to `status`; `more`
+    (e.g. a retry's `retry_in`) is appended to the line as `key=value`."""
     fields = {
         "event": event,
         "run_id": str(run_id),
@@ -40,16 +43,14 @@ def changed(event: str, *, run_id, session_id: str, status: str, attempt: int, w
         "status": status,
         "attempt": attempt,
         "worker": worker or "-",
+        **more,
     }
     transaction.on_commit(lambda: _record(fields))
 
 
 def _record(fields: dict) -> None:
-    log.info(
-        "ticket.%s run_id=%s session_id=%s status=%s attempt=%s worker=%s",
-        *fields.values(),
-        extra={"ticket": fields},
-    )
+    pairs = " ".join(f"{key}={value}" for key, value in fields.items() if key != "event")
+    log.info("ticket.%s %s", fields["event"], pairs, extra={"ticket": fields})
     for name in EVENT_COUNTERS[fields["event"]]:
         metrics.recorder.count(name)
     if fields["event"] not in ("claim", "reclaim") and fields["status"] in STATUS_COUNTERS:

@@ -296,13 +296,13 @@ def ticket_retry(*, claim: Claim, outcome: Outcome, delay_seconds: float) -> boo
         )
         if not updated:
             return False
-        _changed_by(claim, "retry", TicketStatus.QUEUED)
+        _changed_by(claim, "retry", TicketStatus.QUEUED, retry_in=f"{delay_seconds:.2f}s")
         get_executor().settle(Settlement(claim.ticket_id, TicketStatus.QUEUED, claim.attempt, outcome.error, outcome))
         router.on_commit(claim.ticket_id, countdown=delay_seconds)
     return True
 
 
-def _changed_by(claim: Claim, event: str, status: str) -> None:
+def _changed_by(claim: Claim, event: str, status: str, **more) -> None:
     changed(
         event,
         run_id=claim.ticket_id,
@@ -310,6 +310,7 @@ def _changed_by(claim: Claim, event: str, status: str) -> None:
         status=status,
         attempt=claim.attempt,
         worker=claim.worker_id,
+        **more,
     )
 
 

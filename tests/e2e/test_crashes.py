@@ -137,7 +137,11 @@ def test_an_exploding_run_is_retried_with_backoff_then_fails(start_worker):
     assert started == [1, 2, 3]
     assert list(RunEvent.objects.filter(run_id=run_id, event="RunError").values_list("attempt", flat=True)) == [3]
     delays = [
-        float(d) for d in re.findall(rf"ticket={run_id} session=\S+ status=queued retry_in=([\d.]+)s", worker.log())
+        float(d)
+        for d in re.findall(
+            rf"ticket\.retry run_id={run_id} session_id=\S+ status=queued attempt=\d worker=\S+ retry_in=([\d.]+)s",
+            worker.log(),
+        )
     ]
     assert len(delays) == 2
     assert 0 <= delays[0] <= 0.3 and 0 <= delays[1] <= 0.6, "full jitter under a ceiling that doubles"
@@ -156,8 +160,12 @@ def test_sigterm_while_a_head_runs_publishes_its_successor_for_another_worker(st
     assert status_of(head) == "COMPLETED"
     ticket = Ticket.objects.get(pk=successor)
     assert (ticket.status, ticket.attempt, status_of(successor)) == ("queued", 0, "PENDING"), "not started, not failed"
-    assert not re.search(rf"ticket={successor} session=\S+ status=running", leaving.log()), "never claimed there"
+    assert not re.search(rf"ticket\.claim run_id={successor} session_id=\S+ status=running", leaving.log()), (
+        "never claimed there"
+    )
     staying = start_worker(concurrency=2, **drain)
     run = wait_status(successor, "COMPLETED", timeout=20)
     assert run.attempt == 1
-    assert re.search(rf"ticket={successor} session=\S+ status=running attempt=1 worker=\S+", staying.log())
+    assert re.search(
+        rf"ticket\.claim run_id={successor} session_id=\S+ status=running attempt=1 worker=\S+", staying.log()
+    )

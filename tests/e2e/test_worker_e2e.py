@@ -81,7 +81,9 @@ def test_duplicated_messages_execute_the_run_once(start_worker):
         run, ticket = Run.objects.get(pk=run_id), Ticket.objects.get(pk=run_id)
         assert (run.status, run.attempt, ticket.status, ticket.attempt) == ("COMPLETED", 1, "completed", 1)
         assert RunEvent.objects.filter(run_id=run_id, event="RunStarted").count() == 1
-        assert len(re.findall(rf"ticket={run_id} session=\S+ status=running", worker.log())) == 1
+        assert (
+            len(re.findall(rf"ticket\.(?:re)?claim run_id={run_id} session_id=\S+ status=running", worker.log())) == 1
+        )
 
 
 def test_an_answer_postgres_cannot_store_as_is_ends_at_once_and_its_successor_completes(start_worker):
