@@ -14,8 +14,10 @@ from __future__ import annotations
 import bisect
 import collections
 import logging
+import os
 import threading
 import time
+import uuid
 
 import redis
 from prometheus_client import CollectorRegistry, generate_latest
@@ -53,22 +55,57 @@ HISTOGRAMS = {
 }
 
 
+# Applies a batch once: each process numbers its batches, and a batch whose number is not above the last one
+# applied for that process (a resend after a lost reply) changes nothing.
+APPLY_ONCE = """
+local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+local number = tonumber(ARGV[1])
+if number > last then
+  for i = 2, #ARGV, 2 do
+    if string.sub(ARGV[i], -4) == ':sum' then
+      redis.call('HINCRBYFLOAT', KEYS[1], ARGV[i], ARGV[i + 1])
+    else
+      redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1])
+    end
+  end
+  last = number
+end
+redis.call('SET', KEYS[2], last, 'EX', 86400)
+return last
+"""
+
+
 class Recorder(OffThread):
-    """This process's increments, added to the shared Redis hash off the caller's thread.
+    """This process's increments, added to the shared Redis hash off the caller's thread, each exactly once.
 
     The first increment after a quiet spell goes out at once; the ones after it are summed and sent together
     `pause` seconds later, so a busy process makes few round trips (a send per increment cost a fifth of the
-    drain rate) and a counter trails what happened by at most `pause` plus a round trip.
+    drain rate) and a counter trails what happened by at most `pause` plus a round trip. A batch Redis does not
+    confirm is sent again, with its number, until it is (every `retry_seconds` while nothing else arrives);
+    increments made meanwhile wait in one sum behind it.
     """
 
     name = "agentos-metrics"
     batch = 4096
     pause = 0.02
+    retry_seconds = 1.0
 
     def __init__(self) -> None:
         super().__init__()
-        self._unsent: collections.Counter = collections.Counter()
-        self._unsent_lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._forget()
+
+    def _forget(self) -> None:
+        self._process = uuid.uuid4().hex
+        self._numbered = 0
+        self._unconfirmed: tuple[int, dict] | None = None  # sent, not confirmed
+        self._fresh: collections.Counter = collections.Counter()  # not sent yet
+        self._retry: threading.Timer | None = None
+
+    def _start(self) -> None:
+        if self._owner_pid != os.getpid():  # a forked child owes nothing of its parent's
+            self._forget()
+        super()._start()
 
     def count(self, name: str, amount: float = 1) -> None:
         assert name in COUNTERS, name
@@ -80,25 +117,45 @@ class Recorder(OffThread):
         self.put((f"h:{name}:{bucket}", 1, f"h:{name}:count", 1, f"h:{name}:sum", seconds))
 
     def handle(self, items: list) -> None:
-        with self._unsent_lock:
-            fields, self._unsent = self._unsent, collections.Counter()
-        for item in items:
-            for field, amount in zip(item[::2], item[1::2], strict=True):
-                fields[field] += amount
-        try:
-            pipe = coordination().pipeline(transaction=True)  # all or nothing: a refused batch is resent whole
-            key = scoped("metrics")
-            for field, amount in fields.items():
-                if field.endswith(":sum"):  # the only fractional fields; HINCRBY refuses a fractional value
-                    pipe.hincrbyfloat(key, field, amount)
-                else:
-                    pipe.hincrby(key, field, int(amount))
-            pipe.execute()
-        except redis.RedisError as error:
-            log.warning("metrics not sent (%s); kept for the next batch", error)
-            with self._unsent_lock:
-                self._unsent.update(fields)
+        with self._send_lock:
+            for item in items:
+                for field, amount in zip(item[::2], item[1::2], strict=True):
+                    self._fresh[field] += amount
+            self._send()
         time.sleep(self.pause)  # what arrives meanwhile goes in the next batch: at most 1/pause sends a second
+
+    def flush(self, timeout: float = 10) -> bool:
+        """Wait until every increment made so far was sent; False if one is still unconfirmed."""
+        handled = super().flush(timeout)
+        with self._send_lock:
+            return self._send() and handled
+
+    def _send(self) -> bool:
+        """Send the unconfirmed batch, then what has summed up since; False when Redis refused (a retry is set)."""
+        while self._unconfirmed is not None or self._fresh:
+            if self._unconfirmed is None:
+                self._numbered += 1
+                self._unconfirmed, self._fresh = (self._numbered, dict(self._fresh)), collections.Counter()
+            number, fields = self._unconfirmed
+            arguments = [number]
+            for field, amount in fields.items():
+                arguments += [field, repr(float(amount)) if field.endswith(":sum") else int(amount)]
+            try:
+                coordination().eval(
+                    APPLY_ONCE, 2, scoped("metrics"), scoped(f"metrics:applied:{self._process}"), *arguments
+                )
+            except redis.RedisError as error:
+                log.warning("metrics not sent (%s); sent again in %ss", error, self.retry_seconds)
+                self._retry_later()
+                return False
+            self._unconfirmed = None
+        return True
+
+    def _retry_later(self) -> None:
+        if self._retry is None or not self._retry.is_alive():
+            self._retry = threading.Timer(self.retry_seconds, self.put, args=[()])
+            self._retry.daemon = True
+            self._retry.start()
 
 
 recorder = Recorder()
@@ -119,11 +176,11 @@ class QueueCollector:
     def collect(self):
         values = shared_values()
         yield _gauge("metrics_store_up", "1 when the shared counters (Redis) answered this scrape", values is not None)
-        values = values or {}
-        for name, description in COUNTERS.items():
-            yield CounterMetricFamily(f"{PREFIX}runs_{name}", description, value=values.get(f"c:{name}", 0.0))
-        for name, (description, buckets) in HISTOGRAMS.items():
-            yield _histogram(name, description, buckets, values)
+        if values is not None:  # left out rather than shown as 0, which Prometheus would read as a counter reset
+            for name, description in COUNTERS.items():
+                yield CounterMetricFamily(f"{PREFIX}runs_{name}", description, value=values.get(f"c:{name}", 0.0))
+            for name, (description, buckets) in HISTOGRAMS.items():
+                yield _histogram(name, description, buckets, values)
         yield from _database_gauges()
 
     def describe(self):

@@ -85,11 +85,14 @@ class JobListQuery(serializers.Serializer):
 
     limit = serializers.IntegerField(min_value=1, max_value=1000, default=20)
     page = serializers.IntegerField(min_value=1, default=1)
-    sort_by = serializers.CharField(default="created_at")
+    sort_by = serializers.CharField(default="created_at", trim_whitespace=False)
     sort_order = serializers.ChoiceField(choices=["asc", "desc"], default="desc")
-    status = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
-    session_id = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
-    user_id = serializers.CharField(required=False, allow_blank=True)
+    # Taken as sent (" failed" is an unknown status, " " a session of its own), as AgentOS takes them.
+    status = serializers.ListField(child=serializers.CharField(allow_blank=True, trim_whitespace=False), required=False)
+    session_id = serializers.ListField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False), required=False
+    )
+    user_id = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
 
 
 class RequeueQuery(serializers.Serializer):

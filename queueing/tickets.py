@@ -159,7 +159,9 @@ def _claim(*, ticket_id: str, worker_id: str, grace_seconds: float | None) -> Cl
     """The claim statement; `grace_seconds=None` takes only a queued ticket (no reclaim)."""
     row = _update_returning(
         f"""
-        WITH old AS (SELECT id, status, attempt, serialized, created_at, updated_at FROM {TABLE} WHERE id = %s)
+        WITH old AS (SELECT id, status, serialized, created_at, updated_at,
+                            attempt = 0 AND available_at = created_at AS fresh  -- never ran, never requeued
+                     FROM {TABLE} WHERE id = %s)
         UPDATE {TABLE} AS t SET status = 'running', attempt = t.attempt + 1, locked_by = %s,
                locked_at = statement_timestamp(), updated_at = statement_timestamp()
         FROM old
@@ -172,8 +174,8 @@ def _claim(*, ticket_id: str, worker_id: str, grace_seconds: float | None) -> Cl
                 WHERE earlier.session_id = t.session_id AND earlier.serialized
                   AND earlier.status IN {_LIVE_SQL} AND earlier.session_seq < t.session_seq))
         RETURNING t.attempt, t.max_attempts, t.session_id, t.payload, old.status,
-                  CASE WHEN old.attempt = 0 THEN extract(epoch FROM statement_timestamp() - old.created_at) END,
-                  CASE WHEN old.attempt = 0 AND old.serialized AND old.updated_at > old.created_at
+                  CASE WHEN old.fresh THEN extract(epoch FROM statement_timestamp() - old.created_at) END,
+                  CASE WHEN old.fresh AND old.serialized AND old.updated_at > old.created_at
                        THEN extract(epoch FROM statement_timestamp() - old.updated_at) END
         """,
         [ticket_id, worker_id, grace_seconds, grace_seconds],
@@ -475,7 +477,7 @@ def ticket_prune(*, retention_seconds: float, batch: int = 1000) -> int:
     """Delete up to `batch` terminal tickets completed more than `retention_seconds` ago; paused never."""
     old = Ticket.objects.filter(status__in=TERMINAL, completed_at__lt=Now() - _seconds(retention_seconds))
     ids = list(old.values_list("pk", flat=True)[:batch])
-    deleted, _ = Ticket.objects.filter(pk__in=ids, status__in=TERMINAL).delete()
+    deleted, _ = old.filter(pk__in=ids).delete()  # re-checked: one requeued meanwhile is not deleted
     pruned(deleted)
     return deleted
 

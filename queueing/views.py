@@ -107,6 +107,9 @@ class QueueStatsView(QueueView):
 class MetricsView(APIView):
     """Prometheus' text format; guarded by the security key like every endpoint but `/health`."""
 
+    def perform_content_negotiation(self, request, force=False):
+        return super().perform_content_negotiation(request, force=True)  # text, whatever Accept says; refusals JSON
+
     @extend_schema(responses={(200, "text/plain"): OpenApiTypes.STR})
     def get(self, request):
         return HttpResponse(metrics.exposition(), content_type=CONTENT_TYPE_LATEST)

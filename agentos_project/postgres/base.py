@@ -82,11 +82,14 @@ class IdlePool:
             self.lock.notify()
 
     def give(self, connection) -> bool:
-        """Keep `connection` for reuse if it is open and outside any transaction; False means close it."""
+        """Keep `connection` for reuse if it is open, outside any transaction, counted by this pool (not one a
+        forked child inherited) and the pool is not over its cap (a reserved thread's extra connection is
+        closed, so the reserve stays one); False means close it."""
         if connection.closed or connection.get_transaction_status() != extensions.TRANSACTION_STATUS_IDLE:
             return False
         with self.lock:
-            if len(self.idle) >= self.limit:
+            over_cap = self.size is not None and self.open > self.size
+            if id(connection) not in self._places or over_cap or len(self.idle) >= self.limit:
                 return False
             self.idle.append(connection)
             self.lock.notify()

@@ -8,7 +8,7 @@ import psycopg2
 import pytest
 from django.db import connection
 
-from agentos_project.postgres.base import PoolExhausted, pool_for, reserved
+from agentos_project.postgres.base import DatabaseWrapper, PoolExhausted, pool_for, reserved
 
 from ..conftest import terminate_backend
 
@@ -143,3 +143,35 @@ def test_a_connection_dropped_without_closing_frees_its_place():
     gc.collect()
 
     assert pool.open == before
+
+
+def test_a_connection_that_cannot_be_opened_gives_its_place_back():
+    params = {**connection.get_connection_params(), "port": 1}  # nothing listens there
+    wrapper = DatabaseWrapper({**connection.settings_dict, "POOL_SIZE": 1, "POOL_TIMEOUT": 0.2})
+
+    for _ in range(2):  # had the first try kept its place, the second would wait out the cap (PoolExhausted)
+        with pytest.raises(psycopg2.OperationalError):
+            wrapper.get_new_connection(params)
+
+    assert pool_for(params).open == 0
+
+
+def test_the_reserve_stays_one_connection_when_the_heartbeat_recycles_its_own():
+    pool, saved = capped(1)
+    release = threading.Event()
+    threads = holding(1, release)
+    try:
+
+        def as_heartbeat():
+            reserved()
+            return backend_pid()
+
+        for _ in range(3):  # each beat closes its connection and opens one again, beyond the cap
+            on_a_new_thread(as_heartbeat)
+            assert pool.open <= pool.size + 1
+        assert len(pool.idle) == 0  # the reserve's connection was closed, not kept for anyone to take
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join()
+        pool.size, pool.timeout = saved

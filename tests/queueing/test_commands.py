@@ -266,6 +266,18 @@ def test_sweep_prints_one_line_per_step(session_id, redis_db):
     assert snapshot(stale)["status"] == "failed"
 
 
+def test_sweep_exits_1_when_a_step_raised(session_id, redis_db, executor):
+    stale = accept(session_id=session_id)
+    claim(stale)
+    backdate(stale)
+    executor.refuse.add(stale)  # its settle raises: the sweep's step for it rolls back
+
+    code, message = refused("sweep")
+
+    assert (code, message) == (1, "1 sweep step(s) raised; see the log")
+    assert snapshot(stale)["status"] == "running"
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [

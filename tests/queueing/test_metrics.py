@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import re
 
 import pytest
 from django.db import transaction
@@ -15,7 +16,7 @@ from agentos_project.conf import current
 from queueing import metrics
 from queueing.models import Ticket
 from queueing.sweeper import sweep_once
-from queueing.tickets import ticket_accept, ticket_continue, ticket_requeue
+from queueing.tickets import ticket_accept, ticket_continue, ticket_prune, ticket_requeue
 from queueing.worker import execute_claim
 from tests.conftest import with_conf
 
@@ -130,14 +131,17 @@ def test_gauges_are_read_from_the_tickets(api, session_id):
     assert samples[("agentos_metrics_store_up", ())] == 1
 
 
+def ticket_lines(caplog) -> list[str]:
+    return [record.getMessage() for record in caplog.records if record.name == "agentos.tickets"]
+
+
 def test_one_log_line_per_state_change(session_id, caplog):
     caplog.set_level(logging.INFO, logger="agentos.tickets")
     ticket_id = accept(session_id=session_id)
     owner = claim(ticket_id, worker="w-log")
     finish(owner, "completed")
 
-    lines = [record.getMessage() for record in caplog.records if record.name == "agentos.tickets"]
-    assert lines == [
+    assert ticket_lines(caplog) == [
         f"ticket.accept run_id={ticket_id} session_id={session_id} status=queued attempt=0 worker=-",
         f"ticket.claim run_id={ticket_id} session_id={session_id} status=running attempt=1 worker=w-log",
         f"ticket.finish run_id={ticket_id} session_id={session_id} status=completed attempt=1 worker=w-log",
@@ -150,6 +154,55 @@ def test_one_log_line_per_state_change(session_id, caplog):
         "attempt": 1,
         "worker": "w-log",
     }
+
+
+def test_cancel_continue_requeue_retry_and_prune_log_a_line_each(session_id, caplog, executor):
+    paused = accept(session_id=session_id)
+    finish(claim(paused, worker="w-a"), "paused")
+    retried = accept(session_id=f"{session_id}-r", outcomes=("failed", "completed"), max_attempts=2)
+    caplog.set_level(logging.INFO, logger="agentos.tickets")
+    caplog.clear()
+
+    ticket_continue(ticket_id=paused)
+    execute_claim(claim(retried, worker="w-r"))
+    cancelled = accept(session_id=f"{session_id}-c")
+    executor.cancel(cancelled)
+    ticket_requeue(ticket_id=cancelled, grace_seconds=60)
+    executor.cancel(cancelled)
+    backdate(cancelled, field="completed_at")
+    ticket_prune(retention_seconds=60)
+
+    lines = ticket_lines(caplog)
+    assert f"ticket.continue run_id={paused} session_id={session_id} status=queued attempt=1 worker=-" in lines
+    retry = [line for line in lines if line.startswith(f"ticket.retry run_id={retried} ")]
+    assert len(retry) == 1
+    assert re.fullmatch(
+        rf"ticket\.retry run_id={retried} session_id={session_id}-r status=queued attempt=1 worker=w-r "
+        r"retry_in=[\d.]+s",
+        retry[0],
+    )
+    assert [line.split(" ")[0] for line in lines if f"run_id={cancelled}" in line] == [
+        "ticket.accept",
+        "ticket.cancel",
+        "ticket.requeue",
+        "ticket.cancel",
+    ]
+    assert lines[-1] == "ticket.prune deleted=1"
+
+
+@with_conf("queue", lock_grace_seconds=3)
+def test_a_sweep_logs_the_lost_worker(session_id, caplog):
+    lost = accept(session_id=session_id)
+    claim(lost, worker="gone")
+    backdate(lost)
+    caplog.set_level(logging.INFO, logger="agentos.tickets")
+    caplog.clear()
+
+    sweep_once(current().queue)
+
+    assert ticket_lines(caplog) == [
+        f"ticket.sweep run_id={lost} session_id={session_id} status=failed attempt=1 worker=gone"
+    ]
 
 
 def test_nothing_is_logged_or_counted_for_a_change_that_rolls_back(api, session_id, caplog):
@@ -171,3 +224,50 @@ def test_nothing_is_logged_or_counted_for_a_change_that_rolls_back(api, session_
 
     assert moved(before, after, "agentos_runs_accepted_total") == 0
     assert [r for r in caplog.records if r.name == "agentos.tickets"] == []
+
+
+def test_increments_redis_refuses_are_sent_once_it_answers(api, session_id):
+    before = scrape(api)
+    with with_conf("services", redis_url="redis://127.0.0.1:1/0"):  # nothing listens there
+        for _ in range(3):
+            metrics.recorder.count("requeued")
+        assert metrics.recorder.flush(timeout=5) is False
+        down = api.get("/metrics").content.decode()
+    after = scrape(api)
+
+    assert "agentos_metrics_store_up 0.0" in down
+    assert "agentos_runs_requeued_total" not in down  # left out, not shown as a reset to 0
+    assert "agentos_tickets{" in down
+    assert moved(before, after, "agentos_runs_requeued_total") == 3
+
+
+def test_a_batch_sent_again_after_a_lost_reply_counts_once(api):
+    before = scrape(api)
+    recorder = metrics.Recorder()
+    recorder._fresh["c:requeued"] = 2
+    assert recorder._send() is True
+    recorder._unconfirmed = (recorder._numbered, {"c:requeued": 2})  # as if the reply to that send was lost
+
+    assert recorder._send() is True
+    assert moved(before, scrape(api), "agentos_runs_requeued_total") == 2
+
+
+def test_a_requeued_ticket_that_never_ran_adds_no_wait(api, session_id, executor):
+    ticket_id = accept(session_id=session_id)
+    executor.cancel(ticket_id)
+    backdate(ticket_id, field="created_at", seconds=3600)
+    ticket_requeue(ticket_id=ticket_id, grace_seconds=60)
+    before = scrape(api)
+
+    execute_claim(claim(ticket_id))
+    after = scrape(api)
+
+    assert moved(before, after, "agentos_run_duration_seconds_count") == 1
+    assert moved(before, after, "agentos_wait_seconds_count") == 0
+
+
+def test_metrics_answer_text_whatever_the_client_accepts(api):
+    response = api.get("/metrics", HTTP_ACCEPT="text/plain")
+
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain; version=")

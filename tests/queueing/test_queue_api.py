@@ -143,6 +143,14 @@ def test_an_unknown_status_is_400_naming_the_statuses(api):
     assert response.json() == {"detail": f"Invalid status 'bogus'; expected one of {STATUSES}"}
 
 
+def test_filters_are_taken_as_sent(api):
+    padded = api.get("/queue/jobs?status=%20failed")
+
+    assert padded.status_code == 400
+    assert padded.json() == {"detail": f"Invalid status ' failed'; expected one of {STATUSES}"}
+    assert api.get("/queue/jobs?session_id=%20").status_code == 200
+
+
 @pytest.mark.parametrize("query", ["session_id=", "session_id=s&session_id=", "user_id="])
 def test_an_empty_session_or_user_filter_is_400(api, query):
     response = api.get(f"/queue/jobs?{query}")
@@ -188,11 +196,13 @@ def test_requeue_gives_one_more_attempt_at_the_back_of_its_session(api, session_
     assert executor.settled(dead)[-1] == ("queued", 0, None)
 
 
-def test_requeue_of_a_cancelled_job(api, session_id, executor):
+@pytest.mark.parametrize("clear", ["true", "false"])
+def test_requeue_of_a_cancelled_job_with_or_without_clear_cancellation(api, session_id, executor, clear):
+    """Either way the requeued run executes again: the executor forgets the cancellation (CONTRACT 3.7, beyond)."""
     ticket_id = accept(session_id=session_id)
     executor.cancel(ticket_id)
 
-    job = api.post(f"/queue/jobs/{ticket_id}/requeue", {"clear_cancellation": "true"}).json()
+    job = api.post(f"/queue/jobs/{ticket_id}/requeue?clear_cancellation={clear}").json()
 
     assert (job["status"], job["attempt"], job["max_attempts"], job["error"]) == (
         "queued",
