@@ -79,8 +79,8 @@ class Recorder(OffThread):
     """This process's increments, added to the shared Redis hash off the caller's thread, each exactly once.
 
     The first increment after a quiet spell goes out at once; the ones after it are summed and sent together
-    `pause` seconds later, so a busy process makes few round trips (a send per increment cost a fifth of the
-    drain rate) and a counter trails what happened by at most `pause` plus a round trip. A batch Redis does not
+    `pause` seconds later, so a busy process makes at most 1/pause round trips a second (not four or five per
+    run) and a counter trails what happened by at most `pause` plus a round trip. A batch Redis does not
     confirm is sent again, with its number, until it is (every `retry_seconds` while nothing else arrives);
     increments made meanwhile wait in one sum behind it.
     """
