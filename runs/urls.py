@@ -2,7 +2,11 @@ from django.urls import path
 
 from . import views
 
-urlpatterns = [path("config", views.ConfigView.as_view(), name="config")]
+urlpatterns = [
+    path("config", views.ConfigView.as_view(), name="config"),
+    path("ui/", views.TimelinePageView.as_view(), name="timeline"),
+    path("ui", views.TimelinePageView.as_view()),
+]
 
 for kind in ("agent", "team", "workflow"):
     prefix = f"{kind}s"

@@ -6,6 +6,7 @@ import dataclasses
 import uuid
 from concurrent.futures import Future
 
+from django.views.generic import TemplateView
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
@@ -193,3 +194,10 @@ class ConfigView(APIView):
                 "queue": {"durable": conf.durable, "queue_per_session": conf.effective_per_session},
             }
         )
+
+
+class TimelinePageView(TemplateView):
+    """`/ui/`: the live timeline page (a template with its script inline; it loads nothing from elsewhere). The page
+    itself holds no data; what it shows comes from the API, with the bearer token the visitor gives it."""
+
+    template_name = "runs/timeline.html"
