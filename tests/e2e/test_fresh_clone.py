@@ -1,0 +1,108 @@
+"""A newcomer's first and second `make serve` (CONTRACT 12): a fresh clone, no DATABASE_URL or REDIS_URL.
+
+The clone shares this checkout's virtual environment (`make serve VENV=…`; a fresh install would need the package
+index), and everything else is its own: the embedded PostgreSQL and Redis, their data under its `.run/`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import psutil
+import pytest
+import requests
+
+from ..conftest import ROOT, embedded_env, free_port, wait_until
+
+pytestmark = pytest.mark.slow
+EMBEDDED_PORTS = {54329, 63790}
+
+
+class MakeServe:
+    """`make serve` in its own process group, stopped as a terminal's SIGTERM would stop it."""
+
+    def __init__(self, clone, port: int, log):
+        self.url = f"http://127.0.0.1:{port}"
+        command = ["make", "--no-print-directory", "serve", f"VENV={ROOT / '.venv'}"]
+        env = embedded_env(AGENTOS_PORT=str(port))
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(
+            command, cwd=clone, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def healthy_after(self, timeout: float = 180) -> float:
+        """Seconds from the start until `/health` answered 200."""
+        wait_until(lambda: self.answers("/health"), timeout=timeout, interval=0.2, what="make serve to answer /health")
+        return time.monotonic() - self.started
+
+    def answers(self, path: str) -> bool:
+        try:
+            return requests.get(f"{self.url}{path}", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def submit(self, session_id: str, message: str) -> str:
+        response = requests.post(
+            f"{self.url}/agents/stub-agent/runs",
+            data={"message": message, "session_id": session_id, "background": "true", "stream": "false"},
+            timeout=10,
+        )
+        assert response.status_code == 202, response.text
+        return response.json()["run_id"]
+
+    def poll(self, run_id: str, session_id: str) -> dict:
+        return requests.get(
+            f"{self.url}/agents/stub-agent/runs/{run_id}", params={"session_id": session_id}, timeout=5
+        ).json()
+
+    def stop(self) -> int:
+        os.killpg(self.process.pid, signal.SIGTERM)
+        return self.process.wait(60)
+
+
+def leftovers(clone) -> list[str]:
+    """Processes of the clone still alive: any that runs its code or listens on the embedded servers' ports."""
+    found = []
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            cmdline = " ".join(process.info["cmdline"] or [])
+            listening = {c.laddr.port for c in process.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        if str(clone) in cmdline or listening & EMBEDDED_PORTS:
+            found.append(f"{process.info['pid']} {cmdline[:120]}")
+    return found
+
+
+def test_a_fresh_clone_serves_and_a_second_start_reuses_its_data(tmp_path):
+    clone = tmp_path / "agentos"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    port = free_port()
+    with open(tmp_path / "serve1.log", "w") as log:
+        first = MakeServe(clone, port, log)
+        first_start = first.healthy_after()
+        done = first.submit("fresh-1", "hello sleep=0")
+        wait_until(lambda: first.poll(done, "fresh-1")["status"] == "COMPLETED", timeout=30, what="the first run")
+        head, tail = first.submit("fresh-2", "head sleep=2"), first.submit("fresh-2", "tail sleep=0")
+        wait_until(lambda: first.poll(head, "fresh-2")["status"] == "RUNNING", timeout=30, what="the head to start")
+        assert first.stop() == 0
+    assert leftovers(clone) == []
+    initialised = (clone / ".run").exists()
+
+    with open(tmp_path / "serve2.log", "w") as log:
+        second = MakeServe(clone, port, log)
+        second_start = second.healthy_after()
+        try:
+            assert second.poll(done, "fresh-1")["content"] == "echo: hello sleep=0 (history: 0 messages)"
+            assert second.poll(head, "fresh-2")["status"] == "COMPLETED"  # it finished while the worker drained
+            wait_until(lambda: second.poll(tail, "fresh-2")["status"] == "COMPLETED", timeout=30, what="the tail")
+            assert second.poll(tail, "fresh-2")["content"] == "echo: tail sleep=0 (history: 2 messages)"
+        finally:
+            assert second.stop() == 0
+    assert leftovers(clone) == []
+    log_text = (tmp_path / "serve2.log").read_text()
+    assert initialised and "initdb" not in log_text.lower()
+    print(f"make serve to /health 200: first start {first_start:.1f} s, second start {second_start:.1f} s")
