@@ -161,7 +161,11 @@ class EmbeddedPostgres:
 
     def _pg(self, tool: str, *args: str, input_text: str | None = None) -> None:
         command = [str(self.bin / tool), *args]
-        result = subprocess.run(command, user=self.run_as, capture_output=True, text=True, input=input_text)
+        # A session of its own (the server pg_ctl starts inherits it): a terminal's Ctrl-C or a SIGTERM to the group
+        # reaches `serve`, which stops the server last, after the worker has drained, not the server itself.
+        result = subprocess.run(
+            command, user=self.run_as, capture_output=True, text=True, input=input_text, start_new_session=True
+        )
         if result.returncode:
             reason = (result.stderr or result.stdout).strip().splitlines()
             raise EmbeddedError(f"embedded PostgreSQL: {tool} failed: {reason[-1] if reason else result.returncode}")
@@ -257,8 +261,11 @@ class EmbeddedRedis:
         with os.fdopen(os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
             file.write(config)  # it holds the password: readable by its owner only, from the first byte
         log = open(self.dir / "redis.log", "ab")  # noqa: SIM115 - the child owns it for its life
-        self.process = subprocess.Popen(
-            [self.binary(), str(config_path), "--dir", str(self.dir)], stdout=log, stderr=subprocess.STDOUT
+        self.process = subprocess.Popen(  # a session of its own, as PostgreSQL's (see `_pg`)
+            [self.binary(), str(config_path), "--dir", str(self.dir)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         deadline = time.monotonic() + 10
         while not self._client().ping_quietly():
