@@ -49,8 +49,9 @@ def changed(
 
 
 def _record(fields: dict) -> None:
-    pairs = " ".join(f"{key}={value}" for key, value in fields.items() if key != "event")
-    log.info("ticket.%s %s", fields["event"], pairs, extra={"ticket": fields})
+    if log.isEnabledFor(logging.INFO):
+        pairs = " ".join(f"{key}={value}" for key, value in fields.items() if key != "event")
+        log.info("ticket.%s %s", fields["event"], pairs, extra={"ticket": fields})
     for name in EVENT_COUNTERS[fields["event"]]:
         metrics.recorder.count(name)
     if fields["event"] not in ("claim", "reclaim") and fields["status"] in STATUS_COUNTERS:

@@ -13,7 +13,7 @@ from agentos_project.conf import current
 from .exceptions import BadQueueQuery, JobFailedRecently, JobNotRequeueable
 from .executor import get_executor
 from .models import Ticket
-from .selectors import JOB_STATUSES, ticket_get, tickets_page
+from .selectors import JOB_STATUSES, is_ticket_id, ticket_get, tickets_page
 from .serializers import ticket_to_wire
 from .tickets import RequeueResult, ticket_requeue
 
@@ -26,7 +26,7 @@ def job_requeue(*, job_id: str, force: bool = False) -> Ticket:
     `JobNotRequeueable` (400) for one that is not failed or cancelled, or unknown. The executor forgets the run's
     cancellation and its old live events in the same transaction, so a requeued cancelled run executes again.
     """
-    if ticket_get(ticket_id=job_id) is None:
+    if not is_ticket_id(job_id):
         raise JobNotRequeueable(job_id)
     grace = current().queue.lock_grace_seconds
     result = ticket_requeue(ticket_id=job_id, grace_seconds=grace, force=force)

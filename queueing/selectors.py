@@ -72,12 +72,18 @@ SORTABLE = (
 )
 
 
+def is_ticket_id(value) -> bool:
+    """Whether `value` can name a ticket at all (a UUID), so a lookup by it does not raise."""
+    try:
+        uuid.UUID(str(value))
+    except ValueError:
+        return False
+    return True
+
+
 def ticket_get(*, ticket_id: str) -> Ticket | None:
     """The ticket with this id; None when there is none or the id is not a UUID."""
-    try:
-        return Ticket.objects.filter(pk=uuid.UUID(str(ticket_id))).first()
-    except ValueError:
-        return None
+    return Ticket.objects.filter(pk=ticket_id).first() if is_ticket_id(ticket_id) else None
 
 
 def tickets_page(

@@ -21,6 +21,7 @@ import redis
 import requests
 from django.db import connection
 from django.test import override_settings
+from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
 from agentos_project.conf import current
@@ -44,6 +45,15 @@ def wait_until(predicate: Callable[[], object], *, timeout: float, interval: flo
 def with_conf(section: str, **changes):
     """Override some agentos settings of one section (a context manager or decorator)."""
     return override_settings(AGENTOS=current().replace(section, **changes))
+
+
+def metric_samples(text: str) -> dict[tuple[str, tuple], float]:
+    """Every sample of a Prometheus text answer, by (name, sorted labels), parsed by prometheus-client."""
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
 
 
 def database_url(settings: dict) -> str:

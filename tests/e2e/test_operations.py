@@ -7,24 +7,19 @@ import datetime
 
 import pytest
 from django.db.models import F
-from prometheus_client.parser import text_string_to_metric_families
 
 from queueing import metrics
 from queueing.models import Ticket
 from runs.models import Run
 
-from ..conftest import submit_background, wait_until
+from ..conftest import metric_samples, submit_background, wait_until
 
 pytestmark = pytest.mark.slow
 
 
 def samples(api) -> dict[tuple[str, tuple], float]:
     metrics.recorder.flush()
-    found = {}
-    for family in text_string_to_metric_families(api.get("/metrics").content.decode()):
-        for sample in family.samples:
-            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return found
+    return metric_samples(api.get("/metrics").content.decode())
 
 
 def poll(api, run_id: str, session_id: str) -> dict:

@@ -111,6 +111,13 @@ def accept(
     return ticket_id
 
 
+def ended(session_id: str, status: str, *, error: str | None = None, worker: str = "w1") -> str:
+    """A ticket of its own that ran once and ended `status`; its id."""
+    ticket_id = accept(session_id=session_id, outcomes=(status,))
+    finish(claim(ticket_id, worker), status, error=error)
+    return ticket_id
+
+
 def snapshot(ticket_id: str) -> dict:
     return Ticket.objects.filter(pk=ticket_id).values().first()
 

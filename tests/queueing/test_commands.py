@@ -22,7 +22,7 @@ from queueing.serializers import ticket_to_wire
 from queueing.tickets import ticket_cancel
 
 from ..conftest import ROOT, process_env
-from .conftest import accept, backdate, claim, finish, snapshot
+from .conftest import accept, backdate, claim, ended, snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -40,13 +40,6 @@ def refused(*args: str) -> tuple[int, str]:
     with pytest.raises(CommandError) as caught:
         run(*args)
     return caught.value.returncode, str(caught.value)
-
-
-def ended(session_id: str, status: str, *, error: str | None = None, worker: str = "w1") -> str:
-    """A ticket of its own that ran once and ended `status`; its id."""
-    ticket_id = accept(session_id=session_id, outcomes=(status,))
-    finish(claim(ticket_id, worker), status, error=error)
-    return ticket_id
 
 
 def grace_text(ticket_id: str) -> str:

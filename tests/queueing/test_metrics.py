@@ -10,7 +10,6 @@ import re
 import pytest
 from django.db import transaction
 from django.db.models.functions import Now
-from prometheus_client.parser import text_string_to_metric_families
 
 from agentos_project.conf import current
 from queueing import metrics
@@ -18,7 +17,7 @@ from queueing.models import Ticket
 from queueing.sweeper import sweep_once
 from queueing.tickets import ticket_accept, ticket_continue, ticket_prune, ticket_requeue
 from queueing.worker import execute_claim
-from tests.conftest import with_conf
+from tests.conftest import metric_samples, with_conf
 
 from .conftest import accept, backdate, claim, finish
 
@@ -31,11 +30,7 @@ def scrape(api) -> dict[tuple[str, tuple], float]:
     response = api.get("/metrics")
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain; version=")
-    samples = {}
-    for family in text_string_to_metric_families(response.content.decode()):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
+    return metric_samples(response.content.decode())
 
 
 def moved(before: dict, after: dict, name: str, **labels) -> float:

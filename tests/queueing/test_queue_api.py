@@ -11,7 +11,7 @@ from django.db.models import F
 from queueing.models import Ticket
 from tests.conftest import with_conf
 
-from .conftest import accept, backdate, claim, finish, snapshot
+from .conftest import accept, backdate, claim, ended, finish, snapshot
 
 pytestmark = pytest.mark.django_db
 STATUSES = "('queued', 'running', 'completed', 'failed', 'cancelled', 'paused')"
@@ -23,17 +23,14 @@ JOB_KEYS = {
 
 
 def failed(session_id: str, *, long_ago: bool = True) -> str:
-    ticket_id = accept(session_id=session_id, outcomes=("failed",))
-    finish(claim(ticket_id), "failed", error="boom")
+    ticket_id = ended(session_id, "failed", error="boom")
     if long_ago:
         backdate(ticket_id, field="completed_at")
     return ticket_id
 
 
 def completed(session_id: str) -> str:
-    ticket_id = accept(session_id=session_id)
-    finish(claim(ticket_id), "completed")
-    return ticket_id
+    return ended(session_id, "completed")
 
 
 def ids(response) -> list[str]:
