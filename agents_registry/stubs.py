@@ -11,6 +11,13 @@ def stub_components() -> list:
     model = StubModel()
     stub = Agent(id="stub-agent", name="Stub Agent", description="Echoes after sleep=N seconds.", model=model)
     other = Agent(id="other-agent", name="Other Agent", description="The same stub model.", model=model)
+    windowed = Agent(
+        id="windowed-agent",
+        name="Windowed Agent",
+        description="The same stub model; sees the messages of the session's last 20 runs only.",
+        model=model,
+        history_runs=20,
+    )
     hitl = Agent(
         id="hitl-agent",
         name="HITL Agent",
@@ -37,4 +44,4 @@ def stub_components() -> list:
             Agent(id="stub-step-2", name="Step 2", model=model),
         ),
     )
-    return [stub, other, hitl, team, workflow]
+    return [stub, other, windowed, hitl, team, workflow]

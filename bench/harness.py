@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import statistics
 import threading
 import time
@@ -14,6 +15,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import requests
+
+from . import cpu
 
 AGENT = "stub-agent"
 FINISHED = ("COMPLETED", "ERROR", "CANCELLED")
@@ -62,6 +65,30 @@ class Client:
             raise RuntimeError(f"submit answered {response.status_code}: {response.text[:200]}")
         return response.json()["run_id"], elapsed, sent
 
+    def submit_streamed(self, session_id: str, message: str, agent: str = AGENT) -> tuple[str, float, float]:
+        """Submit a background run with `stream=true` and read its stream to the end; returns (run_id, seconds to
+        the first byte, wall-clock time it was sent)."""
+        sent = time.time()
+        started = time.perf_counter()
+        data = {"message": message, "session_id": session_id, "background": "true", "stream": "true"}
+        with self.http.post(f"{self.url}/agents/{agent}/runs", data=data, stream=True, timeout=60) as response:
+            if response.status_code != 200:
+                raise RuntimeError(f"streamed submit answered {response.status_code}: {response.text[:200]}")
+            chunks = response.iter_content(chunk_size=None)
+            first = next(chunks, b"")
+            elapsed = time.perf_counter() - started
+            body = first + b"".join(chunks)
+        data = next(line for line in body.splitlines() if line.startswith(b"data: "))
+        return json.loads(data[6:])["run_id"], elapsed, sent
+
+    def idle(self) -> bool | None:
+        """Whether the server's queue holds nothing queued or running (None when /queue/stats is not open to us)."""
+        response = self.http.get(f"{self.url}/queue/stats", timeout=30)
+        if response.status_code != 200:
+            return None
+        counts = response.json()["counts"]
+        return counts["queued"] + counts["running"] == 0
+
     def poll(self, run_id: str, session_id: str, agent: str = AGENT) -> dict:
         response = self.http.get(
             f"{self.url}/agents/{agent}/runs/{run_id}", params={"session_id": session_id}, timeout=30
@@ -70,18 +97,32 @@ class Client:
         return response.json()
 
 
-def submit_all(client: Client, plan: list[tuple[str, str]], clients: int) -> list[tuple[str, str, float, float]]:
-    """Submit (session, message) pairs from `clients` threads, each session's runs in order on one thread."""
+def submit_all(
+    client: Client, plan: list[tuple[str, str]], clients: int, *, stream: bool = False
+) -> list[tuple[str, str, float, float]]:
+    """Submit (session, message) pairs from `clients` threads, each session's runs in order on one thread (with
+    `stream`, each run's stream read to its end before the session's next run is sent)."""
     by_session: dict[str, list[str]] = {}
     for session_id, message in plan:
         by_session.setdefault(session_id, []).append(message)
+    submit = client.submit_streamed if stream else client.submit
 
     def one_session(item):
         session_id, messages = item
-        return [(session_id, *client.submit(session_id, message)) for message in messages]
+        return [(session_id, *submit(session_id, message)) for message in messages]
 
     with ThreadPoolExecutor(clients) as pool:
         return [row for rows in pool.map(one_session, by_session.items()) for row in rows]
+
+
+def wait_idle(client: Client, timeout: float) -> None:
+    """Wait until the server has nothing queued or running, asking `/queue/stats` (one cheap request every 0.1 s,
+    so the waiting costs the server being measured next to nothing); at once when that is not open to us."""
+    deadline = time.monotonic() + timeout
+    while client.idle() is False:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the queue was not idle within {timeout}s")
+        time.sleep(0.1)
 
 
 def wait_finished(client: Client, runs: list[tuple[str, str]], timeout: float) -> list[dict]:
@@ -115,28 +156,65 @@ def _epoch(iso: str) -> float:
     return datetime.datetime.fromisoformat(iso).timestamp()
 
 
-def accept_latency(client: Client, *, clients: int = 16, total: int = 800) -> tuple[float, float]:
-    """p50 and p99 (ms) of the 202, `clients` threads submitting `sleep=0` runs on distinct sessions."""
+@dataclasses.dataclass
+class Accepts:
+    """A burst of submits: the 202's latency (ms) at p50 and p99, accepts per second, and CPU ms per accept by
+    process kind (over the submits only: the worker's share is whatever it executed meanwhile)."""
+
+    p50: float
+    p99: float
+    rate: float
+    cpu: dict[str, float]
+
+
+def accept_burst(client: Client, *, clients: int = 16, total: int = 800, wait: bool = True) -> Accepts:
+    """`clients` threads submitting `total` `sleep=0` runs on distinct sessions; then (with `wait`) waits for them."""
     tag = uuid.uuid4().hex[:6]
     plan = [(f"acc-{tag}-{i}", "bench sleep=0") for i in range(total)]
+    meter = cpu.Meter().start()
+    started = time.perf_counter()
     rows = submit_all(client, plan, clients)
-    latencies = [elapsed * 1000 for _, _, elapsed, _ in rows]
-    wait_finished(client, [(run_id, session) for session, run_id, _, _ in rows], timeout=600)
-    return percentile(latencies, 0.50), percentile(latencies, 0.99)
+    elapsed = time.perf_counter() - started
+    spent = meter.stop()
+    latencies = [seconds * 1000 for _, _, seconds, _ in rows]
+    if wait:
+        wait_idle(client, timeout=600)
+        wait_finished(client, [(run_id, session) for session, run_id, _, _ in rows], timeout=600)
+    return Accepts(
+        percentile(latencies, 0.50), percentile(latencies, 0.99), total / elapsed, cpu.per_run_ms(spent, total)
+    )
 
 
-def drain(client: Client, *, runs: int, sessions: int, clients: int = 16) -> float:
-    """Runs per second from the first submit to the last completion (completion times as the server stored them)."""
+def accept_latency(client: Client, *, clients: int = 16, total: int = 800) -> tuple[float, float]:
+    """p50 and p99 (ms) of the 202, `clients` threads submitting `sleep=0` runs on distinct sessions."""
+    burst = accept_burst(client, clients=clients, total=total)
+    return burst.p50, burst.p99
+
+
+@dataclasses.dataclass
+class Drain:
+    """Runs per second from the first submit to the last completion, and CPU ms per run by process kind."""
+
+    rate: float
+    cpu: dict[str, float]
+
+
+def drain(client: Client, *, runs: int, sessions: int, clients: int = 16, stream: bool = False) -> Drain:
+    """Runs per second from the first submit to the last completion (completion times as the server stored them).
+    With `stream`, every run is submitted with `stream=true` and its stream read to the end."""
     tag = uuid.uuid4().hex[:6]
     plan = [(f"drain-{tag}-{i % sessions}", f"run {i} sleep=0") for i in range(runs)]
-    rows = submit_all(client, plan, clients)
+    meter = cpu.Meter().start()
+    rows = submit_all(client, plan, clients, stream=stream)
+    wait_idle(client, timeout=900)
+    spent = meter.stop()
     first_sent = min(sent for _, _, _, sent in rows)
     bodies = wait_finished(client, [(run_id, session) for session, run_id, _, _ in rows], timeout=900)
     failed = [body for body in bodies if body["status"] != "COMPLETED"]
     if failed:
         raise RuntimeError(f"{len(failed)} runs did not complete, e.g. {failed[0]}")
     last_done = max(_epoch(body["completed_at"]) for body in bodies)
-    return runs / (last_done - first_sent)
+    return Drain(runs / (last_done - first_sent), cpu.per_run_ms(spent, runs))
 
 
 def handoff(client: Client, *, sessions: int = 20, runs_per_session: int = 10, sleep: float = 0.5) -> list[float]:

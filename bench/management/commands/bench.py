@@ -1,16 +1,32 @@
 """`python manage.py bench`: benchmarks against a running server; see docs/benchmarks.md."""
 
 from django.core.management.base import BaseCommand
+from django.db import connection
 
 from bench import backlog as blocked_backlog
-from bench import operations
+from bench import cpu, growth, operations
+from bench.baseline import FloorServer
 from bench.demo import run_scenario
-from bench.harness import Client, Figure, accept_latency, drain, handoff, percentile
+from bench.harness import Client, Drain, Figure, accept_burst, drain, handoff, percentile
 from bench.hitl import continue_latencies
 from bench.streams import cancel_times, delivery_delays
 from queueing.models import Ticket
 
-SCENARIOS = ("accept", "drain", "handoff", "backlog", "order", "seed", "stream", "hitl", "ops")
+SCENARIOS = (
+    "footprint",
+    "accept",
+    "drain",
+    "streamed",
+    "handoff",
+    "growth",
+    "backlog",
+    "order",
+    "seed",
+    "stream",
+    "hitl",
+    "ops",
+)
+CPU_KINDS = ("web", "worker", "sweeper", "postgres", "redis", "client")
 
 
 class Command(BaseCommand):
@@ -30,12 +46,16 @@ class Command(BaseCommand):
         parser.add_argument("--replica-url", help="a second web replica of the same deployment (scenario stream)")
         parser.add_argument("--events", type=int, default=1000, help="events the stream scenario publishes")
         parser.add_argument("--tickets", type=int, default=100_000, help="tickets in the table (scenario ops)")
+        parser.add_argument("--turns", type=int, default=1000, help="turns of the one session (scenario growth)")
+        parser.add_argument("--no-floor", action="store_true", help="scenario accept without the floor server")
 
     def handle(self, *args, url, repeats, scenario, clients, runs, sessions, backlog, unordered_url, **options):
         self.client = Client(url)
         self.replica = Client(options["replica_url"] or url)
         self.events = options["events"]
         self.tickets = options["tickets"]
+        self.turns = options["turns"]
+        self.floor = not options["no_floor"]
         self.options = {"clients": clients, "runs": runs, "sessions": sessions}
         for name in scenario or SCENARIOS:
             if name == "order" and not unordered_url:
@@ -44,28 +64,77 @@ class Command(BaseCommand):
             for figure in getattr(self, f"bench_{name}")(repeats, backlog=backlog, unordered_url=unordered_url):
                 self.stdout.write(figure.line())
 
-    def _drain(self, client: Client) -> float:
+    def _drain(self, client: Client, *, stream: bool = False) -> float:
+        return self._drain_measured(client, stream=stream).rate
+
+    def _drain_measured(self, client: Client, *, stream: bool = False) -> Drain:
+        options = self.options
         return drain(
-            client, runs=self.options["runs"], sessions=self.options["sessions"], clients=self.options["clients"]
+            client, runs=options["runs"], sessions=options["sessions"], clients=options["clients"], stream=stream
         )
 
+    def bench_footprint(self, repeats, **_):
+        """Resident memory of serve's processes, idle (PostgreSQL and Redis not counted)."""
+        rss = cpu.serve_rss_mb()
+        return [Figure(f"serve RSS, {kind}", "MB", [rss[kind]]) for kind in (*cpu.SERVE_KINDS, "all")]
+
     def bench_accept(self, repeats, **_):
+        """The 202's latency with 1 client and with --clients, accepts/s and CPU per accept, against the floor
+        (bench/floor.py) measured the same way in the same repeat."""
         clients = self.options["clients"]
-        single, p50, p99 = [], [], []
+        single, bursts, floors = [], [], []
+        floor = FloorServer(_database_url()) if self.floor else None
         for _ in range(repeats):
-            single.append(accept_latency(self.client, clients=1, total=100)[0])
-            low, high = accept_latency(self.client, clients=clients, total=800)
-            p50.append(low)
-            p99.append(high)
-        return [
+            single.append(accept_burst(self.client, clients=1, total=100).p50)
+            bursts.append(accept_burst(self.client, clients=clients, total=800))
+            if floor is not None:
+                with floor:
+                    floors.append(accept_burst(Client(floor.url), clients=clients, total=800, wait=False))
+        figures = [
             Figure("accept latency p50 (1 client)", "ms", single),
-            Figure(f"accept latency p50 ({clients} clients)", "ms", p50),
-            Figure(f"accept latency p99 ({clients} clients)", "ms", p99),
+            Figure(f"accept latency p50 ({clients} clients)", "ms", [b.p50 for b in bursts]),
+            Figure(f"accept latency p99 ({clients} clients)", "ms", [b.p99 for b in bursts]),
+            Figure(f"accepts/s ({clients} clients)", "/s", [b.rate for b in bursts]),
+            *_cpu_figures("per accept", bursts),
         ]
+        if floors:
+            figures += [
+                Figure(f"floor accept latency p99 ({clients} clients)", "ms", [f.p99 for f in floors]),
+                Figure(f"floor accepts/s ({clients} clients)", "/s", [f.rate for f in floors]),
+                Figure("floor CPU per accept, floor", "ms", [f.cpu["floor"] for f in floors]),
+                Figure("floor CPU per accept, postgres", "ms", [f.cpu["postgres"] for f in floors]),
+                Figure("accepts/s / floor", "ratio", [b.rate / f.rate for b, f in zip(bursts, floors, strict=True)]),
+                Figure("accept p99 / floor p99", "ratio", [b.p99 / f.p99 for b, f in zip(bursts, floors, strict=True)]),
+            ]
+        return figures
 
     def bench_drain(self, repeats, **_):
-        rates = [self._drain(self.client) for _ in range(repeats)]
-        return [Figure(f"drain {self.options['runs']} runs / {self.options['sessions']} sessions", "runs/s", rates)]
+        drains = [self._drain_measured(self.client) for _ in range(repeats)]
+        name = f"drain {self.options['runs']} runs / {self.options['sessions']} sessions"
+        return [Figure(name, "runs/s", [d.rate for d in drains]), *_cpu_figures("per run", drains)]
+
+    def bench_streamed(self, repeats, **_):
+        """The drain with every run submitted `stream=true` and its stream read to the end, against the plain one."""
+        plain, streamed = [], []
+        for _ in range(repeats):
+            plain.append(self._drain_measured(self.client))
+            streamed.append(self._drain_measured(self.client, stream=True))
+        name = f"{self.options['runs']} runs / {self.options['sessions']} sessions"
+        return [
+            Figure(f"drain {name}", "runs/s", [d.rate for d in plain]),
+            Figure(f"streamed drain {name}", "runs/s", [d.rate for d in streamed]),
+            *_cpu_figures("per streamed run", streamed),
+            Figure("streamed / plain", "ratio", [s.rate / p.rate for s, p in zip(streamed, plain, strict=True)]),
+        ]
+
+    def bench_growth(self, repeats, **_):
+        """One session of --turns turns with 2 KB messages on `windowed-agent` (a history window of 20 runs): the
+        median run time (started_at to completed_at) and hand-off gap of turns 1-50 and of the last 50."""
+        figures: dict[str, list[float]] = {}
+        for _ in range(repeats):
+            for name, value in growth.session_growth(self.client, turns=self.turns).items():
+                figures.setdefault(name, []).append(value)
+        return [Figure(name, "ratio" if "/" in name else "ms", values) for name, values in figures.items()]
 
     def bench_handoff(self, repeats, **_):
         p50, p99 = [], []
@@ -160,3 +229,13 @@ class Command(BaseCommand):
         for name in empty:
             figures.append(Figure(f"{name} p50, {before + self.tickets:,} tickets", "ms", [c[name] for c in full]))
         return figures
+
+
+def _database_url() -> str:
+    database = connection.settings_dict
+    password = f":{database['PASSWORD']}" if database.get("PASSWORD") else ""
+    return f"postgresql://{database['USER']}{password}@{database['HOST']}:{database['PORT']}/{database['NAME']}"
+
+
+def _cpu_figures(per: str, measured: list) -> list[Figure]:
+    return [Figure(f"CPU {per}, {kind}", "ms", [m.cpu[kind] for m in measured]) for kind in CPU_KINDS]

