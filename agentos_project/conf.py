@@ -57,6 +57,7 @@ class QueueSettings:
     stop_timeout_seconds: float = 30.0
     retention_seconds: float = 86400.0
     poll_interval: float = 1.0
+    sweeper_in_worker: bool = False  # a worker process runs the sweeper on a thread of its own (what serve does)
 
     @property
     def heartbeat_interval(self) -> float:
@@ -78,6 +79,7 @@ class Security:
 @dataclasses.dataclass(frozen=True)
 class AgentsSettings:
     demo_agents: bool = True
+    bench_agents: bool = False  # also the benchmark's own stubs (windowed-agent), beside CONTRACT 13's
     openai_base_url: str | None = None
     openai_api_key: str | None = None
     openai_model: str = "gpt-4o-mini"
@@ -216,6 +218,7 @@ def _queue(env: _Reader) -> QueueSettings:
         stop_timeout_seconds=stop_timeout,
         retention_seconds=env.number("AGENTOS_RETENTION_SECONDS", 86400.0, minimum=0),
         poll_interval=env.number("AGENTOS_POLL_INTERVAL", 1.0, minimum=0, strict=True),
+        sweeper_in_worker=env.boolean("AGENTOS_SWEEPER_IN_WORKER", False),
     )
 
 
@@ -228,6 +231,7 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Age
         security=Security(security_key=env.text("AGENTOS_SECURITY_KEY"), admin_token=env.text("AGENTOS_ADMIN_TOKEN")),
         agents=AgentsSettings(
             demo_agents=env.boolean("AGENTOS_DEMO_AGENTS", demo_agents_default),
+            bench_agents=env.boolean("AGENTOS_BENCH_AGENTS", False),
             openai_base_url=env.text("AGENTOS_OPENAI_BASE_URL"),
             openai_api_key=env.text("AGENTOS_OPENAI_API_KEY"),
             openai_model=env.text("AGENTOS_OPENAI_MODEL", "gpt-4o-mini"),

@@ -121,6 +121,16 @@ class EmbeddedPostgres:
         if (self.pgdata / "postmaster.pid").exists():
             self._pg_ctl("stop", "-w", "-m", "fast")
 
+    def stop_spec(self) -> dict:
+        """How `agentos_project.supervisor.stop_embedded` stops this server, without this object."""
+        stop = [str(self.bin / "pg_ctl"), "stop", "-D", str(self.pgdata), "-l", str(self.pgdata / "log"), "-w"]
+        return {
+            "kind": "postgres",
+            "pidfile": str(self.pgdata / "postmaster.pid"),
+            "stop": [*stop, "-m", "fast"],
+            "user": self.run_as,
+        }
+
     def _place_for_system_user(self) -> None:
         """Data and binaries where PG_USER can reach them, without opening any folder that is not ours."""
         try:
@@ -283,6 +293,11 @@ class EmbeddedRedis:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+    def stop_spec(self) -> dict:
+        """How `agentos_project.supervisor.stop_embedded` stops this server, without this object."""
+        pid = self.process.pid if self.process is not None else None
+        return {"kind": "redis", "port": self.port, "password": self.password, "pid": pid}
 
     def _client(self) -> _QuietRedis:
         return _QuietRedis(host="127.0.0.1", port=self.port, password=self.password, socket_connect_timeout=0.5)

@@ -1,4 +1,7 @@
-"""Keeps the processes of `serve` (web, worker, sweeper) alive, and stops them together (CONTRACT 12).
+"""Keeps the processes of `serve` (web, worker) alive, and stops them together (CONTRACT 12).
+
+`manage.py serve` prepares (embedded servers, migrations) and then replaces itself with this file run as a script,
+`main`: the supervisor of a running serve holds no Django, only the standard library.
 
 A child that dies is restarted after a back-off of 1 s, doubling up to 30 s while it keeps dying young (it is
 reset once a child has lived a minute), and each death and restart is logged. Only SIGINT or SIGTERM, or a
@@ -11,11 +14,15 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import json
 import os
 import signal
+import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 STABLE_SECONDS = 60.0
 
@@ -122,3 +129,59 @@ class Supervisor:
 def _signal_group(process: subprocess.Popen, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signum)
+
+
+SPEC = "AGENTOS_SUPERVISOR_SPEC"
+
+
+def main() -> int:
+    """Run the supervisor `serve` described in the environment variable SPEC (JSON: commands, env, cwd,
+    stop_timeout, and the embedded servers to stop last), then stop those servers; returns the exit status."""
+    spec = json.loads(os.environ[SPEC])
+    supervisor = Supervisor(
+        spec["commands"],
+        env=spec["env"],
+        cwd=spec["cwd"],
+        log=lambda line: print(f"agentos serve: {line}", file=sys.stderr, flush=True),
+        stop_timeout=spec["stop_timeout"],
+    )
+    try:
+        return supervisor.run()
+    finally:
+        for server in reversed(spec["embedded"]):
+            stop_embedded(server)
+
+
+def stop_embedded(server: dict) -> None:
+    """Stop an embedded server `serve` started: PostgreSQL with its pg_ctl, Redis with SHUTDOWN NOSAVE."""
+    if server["kind"] == "postgres":
+        if Path(server["pidfile"]).exists():
+            subprocess.run(server["stop"], user=server["user"], capture_output=True, start_new_session=True)
+        return
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", server["port"]), timeout=2) as redis:
+        redis.sendall(_resp("AUTH", server["password"]) + _resp("SHUTDOWN", "NOSAVE"))
+        with contextlib.suppress(OSError):
+            redis.recv(1024)
+    if server.get("pid"):
+        _reap(server["pid"], timeout=5)
+
+
+def _resp(*words: str) -> bytes:
+    encoded = [word.encode() for word in words]
+    return b"".join([b"*%d\r\n" % len(encoded), *(b"$%d\r\n%s\r\n" % (len(w), w) for w in encoded)])
+
+
+def _reap(pid: int, *, timeout: float) -> None:
+    """Wait for the child `pid` to exit (SIGKILL after `timeout`)."""
+    deadline = time.monotonic() + timeout
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return
+            time.sleep(0.05)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

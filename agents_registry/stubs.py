@@ -11,13 +11,6 @@ def stub_components() -> list:
     model = StubModel()
     stub = Agent(id="stub-agent", name="Stub Agent", description="Echoes after sleep=N seconds.", model=model)
     other = Agent(id="other-agent", name="Other Agent", description="The same stub model.", model=model)
-    windowed = Agent(
-        id="windowed-agent",
-        name="Windowed Agent",
-        description="The same stub model; sees the messages of the session's last 20 runs only.",
-        model=model,
-        history_runs=20,
-    )
     hitl = Agent(
         id="hitl-agent",
         name="HITL Agent",
@@ -44,4 +37,16 @@ def stub_components() -> list:
             Agent(id="stub-step-2", name="Step 2", model=model),
         ),
     )
-    return [stub, other, windowed, hitl, team, workflow]
+    return [stub, other, hitl, team, workflow]
+
+
+def bench_components() -> list:
+    """The benchmark's own stubs (AGENTOS_BENCH_AGENTS=true): the stub model with a history window of 20 runs."""
+    windowed = Agent(
+        id="windowed-agent",
+        name="Windowed Agent",
+        description="The stub model; sees the messages of the session's last 20 runs only.",
+        model=StubModel(),
+        history_runs=20,
+    )
+    return [windowed]

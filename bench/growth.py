@@ -34,7 +34,7 @@ def session_growth(client: Client, *, turns: int = 1000) -> dict[str, float]:
         accepted[run_id] = sent + elapsed
     bodies = {
         body["run_id"]: body
-        for body in wait_finished(client, [(run_id, session_id) for run_id in run_ids], timeout=900)
+        for body in wait_finished(client, [(run_id, session_id) for run_id in run_ids], timeout=900, agent=AGENT)
     }
     bodies = [bodies[run_id] for run_id in run_ids]
     if any(body["status"] != "COMPLETED" for body in bodies):

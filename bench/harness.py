@@ -125,7 +125,7 @@ def wait_idle(client: Client, timeout: float) -> None:
         time.sleep(0.1)
 
 
-def wait_finished(client: Client, runs: list[tuple[str, str]], timeout: float) -> list[dict]:
+def wait_finished(client: Client, runs: list[tuple[str, str]], timeout: float, agent: str = AGENT) -> list[dict]:
     """Wait until every run is terminal; returns their poll bodies.
 
     Runs of a session finish in order, so only each session's last run is polled until it ends (a light load
@@ -138,15 +138,15 @@ def wait_finished(client: Client, runs: list[tuple[str, str]], timeout: float) -
         while pending:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{len(pending)} sessions did not finish within {timeout}s")
-            for body in pool.map(lambda item: client.poll(*item), list(pending.items())):
+            for body in pool.map(lambda item: client.poll(*item, agent=agent), list(pending.items())):
                 if body["status"] in FINISHED:
                     pending.pop(body["run_id"])
             if pending:
                 time.sleep(0.5)
-        bodies = list(pool.map(lambda item: client.poll(*item), runs))
+        bodies = list(pool.map(lambda item: client.poll(*item, agent=agent), runs))
     unfinished = [body for body in bodies if body["status"] not in FINISHED]
     if unfinished:
-        return wait_finished(client, [(b["run_id"], b["session_id"]) for b in unfinished], timeout) + [
+        return wait_finished(client, [(b["run_id"], b["session_id"]) for b in unfinished], timeout, agent) + [
             body for body in bodies if body["status"] in FINISHED
         ]
     return bodies

@@ -53,6 +53,12 @@ class Settlement:
 
 
 class Executor(Protocol):
+    # The same as `start`, as SQL: the body of a data-modifying CTE that reads the CTE `claimed(id, attempt)` (the
+    # ticket just claimed). An executor that gives it is started by the claiming statement itself, one round trip
+    # with no transaction around it; `start` is then never called. None: `start` is called in the claim's
+    # transaction.
+    start_sql: str | None = None
+
     def start(self, claim: Claim) -> None:
         """Mark the job started for this attempt, inside the transaction that claimed it."""
 

@@ -1,4 +1,5 @@
-"""What a worker process does around its pool: long-lived connections, the lease heartbeat, the warm drain.
+"""What a worker process does around its pool: long-lived connections, the lease heartbeat, the sweeper (when
+asked), the warm drain.
 
 Connected to Celery's worker signals by `QueueingConfig.ready()`; outside a worker they never fire.
 """
@@ -6,6 +7,7 @@ Connected to Celery's worker signals by `QueueingConfig.ready()`; outside a work
 from __future__ import annotations
 
 import functools
+import threading
 
 from celery.signals import worker_init, worker_ready, worker_shutting_down
 from django.db import connections
@@ -15,6 +17,7 @@ from agentos_project.conf import current
 from . import shutdown
 from .heartbeat import Heartbeat
 from .settle import settle_attempt
+from .sweeper import run_forever
 from .worker import active_claims, worker_identity
 
 
@@ -30,14 +33,27 @@ def start_heartbeat(**_kwargs) -> None:
     Heartbeat(worker_id=worker_identity(), interval=interval, claims=active_claims.snapshot).start()
 
 
+class _Sweeper:
+    stop = threading.Event()
+
+
+def start_sweeper(**_kwargs) -> None:
+    """With AGENTOS_SWEEPER_IN_WORKER, this process sweeps too, on a thread of its own (a sweeper process less)."""
+    conf = current().queue
+    if conf.sweeper_in_worker:
+        threading.Thread(target=run_forever, args=(conf, _Sweeper.stop), name="agentos-sweeper", daemon=True).start()
+
+
 def drain(**_kwargs) -> None:
     """Warm shutdown: stop claiming, let runs finish within AGENTOS_STOP_TIMEOUT_SECONDS, interrupt the rest.
 
     Stragglers settled from outside get a short patience, so an unreachable database cannot hold the exit."""
+    _Sweeper.stop.set()
     shutdown.begin(active_claims=active_claims, settle=functools.partial(settle_attempt, patience=2.0))
 
 
 def connect() -> None:
     worker_init.connect(keep_worker_connections, weak=False)
     worker_ready.connect(start_heartbeat, weak=False)
+    worker_ready.connect(start_sweeper, weak=False)
     worker_shutting_down.connect(drain, weak=False)

@@ -41,21 +41,42 @@ def markers() -> redis.Redis:
 
 def publish(ticket_id, *, countdown: float | None = None) -> bool:
     """Send the execute message for `ticket_id` now and mark it live; False (and a log line) if the broker refused."""
+    return publish_many([(ticket_id, countdown)]) == 1
+
+
+def publish_many(items: list[tuple[object, float | None]]) -> int:
+    """Send the execute messages of `items` (ticket id, countdown) over one broker connection and set their markers
+    in one round trip; returns how many went out before the broker refused (the rest are left to the sweeper)."""
+    sent = []
     try:
-        app.send_task(EXECUTE_TASK, args=[str(ticket_id)], countdown=countdown or None, retry=False)
+        with app.producer_or_acquire() as producer:
+            for ticket_id, countdown in items:
+                app.send_task(
+                    EXECUTE_TASK, args=[str(ticket_id)], countdown=countdown or None, retry=False, producer=producer
+                )
+                sent.append((ticket_id, countdown))
     except Exception as error:  # the broker is down or refused: the sweeper re-dispatches later
-        log.warning("dispatch failed ticket=%s error=%s", ticket_id, error)
-        return False
+        failed = items[len(sent)][0]
+        log.warning("dispatch failed ticket=%s error=%s (%d more not sent)", failed, error, len(items) - len(sent) - 1)
+    if sent:
+        _mark_live(sent)
+    return len(sent)
+
+
+def _mark_live(sent: list[tuple[object, float | None]]) -> None:
+    grace = max(10, 2 * current().queue.lock_grace_seconds)
     try:
-        ttl = max(10, 2 * current().queue.lock_grace_seconds) + (countdown or 0)
-        markers().set(MARKER.format(ticket_id), 1, ex=int(ttl) + 1)
-    except redis.RedisError as error:  # the message went out; without its marker a duplicate may follow
-        log.warning("marker not set ticket=%s error=%s", ticket_id, error)
-    return True
+        pipeline = markers().pipeline(transaction=False)
+        for ticket_id, countdown in sent:
+            pipeline.set(MARKER.format(ticket_id), 1, ex=int(grace + (countdown or 0)) + 1)
+        pipeline.execute()
+    except redis.RedisError as error:  # the messages went out; without their markers a duplicate may follow
+        log.warning("markers not set for %d message(s) error=%s", len(sent), error)
 
 
 class Publisher(OffThread):
-    """Sends, on a thread of its own, the messages that transactions asked for on commit.
+    """Sends, on a thread of its own, the messages that transactions asked for on commit, as many at a time as
+    have queued up (one broker connection, one marker round trip).
 
     So a slow or absent broker never holds a request (an accept answers 202 as soon as its rows commit) or a
     worker thread. After a refused publish, messages are dropped for BROKER_PAUSE seconds instead of each
@@ -64,16 +85,17 @@ class Publisher(OffThread):
     """
 
     name = "agentos-publisher"
+    batch = 100
     BROKER_PAUSE = 5.0
 
     def submit(self, ticket_id, countdown: float | None) -> None:
         self.put((ticket_id, countdown))
 
     def handle(self, items: list) -> None:
-        ((ticket_id, countdown),) = items
         if time.monotonic() < self._paused_until:
-            log.info("dispatch skipped ticket=%s: broker refused recently; the sweeper will send it", ticket_id)
-        elif not publish(ticket_id, countdown=countdown):
+            ids = " ".join(str(ticket_id) for ticket_id, _ in items)
+            log.info("dispatch skipped ticket=%s: broker refused recently; the sweeper will send it", ids)
+        elif publish_many(items) < len(items):
             self._paused_until = time.monotonic() + self.BROKER_PAUSE
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import functools
 import json
 import time
 import uuid
@@ -64,78 +65,165 @@ def _seconds(value: float) -> datetime.timedelta:
     return datetime.timedelta(seconds=value)
 
 
-def ticket_accept(
-    *,
-    ticket_id: uuid.UUID,
-    component_type: str,
-    component_id: str,
-    session_id: str,
-    user_id: str | None,
-    payload: dict,
-    serialized: bool,
-    max_attempts: int,
-    idempotency_key: str | None = None,
-    idempotency_scope: str = "",
-    request_digest: str | None = None,
-    max_queue_depth: int = 0,
-) -> Ticket:
-    """Insert a `queued` ticket at the back of its session and publish it once the caller's transaction commits.
+@dataclasses.dataclass(frozen=True)
+class NewTicket:
+    """A ticket to accept: `id` is its run's id."""
 
-    Must run inside the caller's transaction (the run's rows commit with it). Takes the session lock;
-    `session_seq` is 1 + the largest of the session's live tickets. The ticket is its session's head when
-    no live serialized ticket precedes it; only then (or when unordered) is a message published.
-    With `max_queue_depth` > 0, raises `QueueFull` (the caller's transaction rolls back) when the ticket would
-    make more than that many queued; exact under any concurrency (see `_enforce_depth`).
-    """
-    session_lock(session_id)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT coalesce(max(session_seq), 0), coalesce(bool_or(serialized), false) FROM {TABLE} "
-            f"WHERE session_id = %s AND status IN {_LIVE_SQL}",
-            [session_id],
-        )
-        last_seq, has_serialized = cursor.fetchone()
-    ticket = Ticket.objects.create(
-        id=ticket_id,
-        component_type=component_type,
-        component_id=component_id,
-        session_id=session_id,
-        user_id=user_id,
-        payload=payload,
-        serialized=serialized,
-        is_head=serialized and not has_serialized,
-        session_seq=last_seq + 1,
-        max_attempts=max_attempts,
-        idempotency_key=idempotency_key,
-        idempotency_scope=idempotency_scope,
-        request_digest=request_digest,
-    )
-    if max_queue_depth > 0:
-        _enforce_depth(max_queue_depth)
-    changed("accept", run_id=ticket_id, session_id=session_id, status=TicketStatus.QUEUED, attempt=0)
-    if ticket.is_head or not serialized:
-        router.on_commit(ticket.id)
-    return ticket
+    id: uuid.UUID
+    component_type: str
+    component_id: str
+    session_id: str
+    user_id: str | None
+    payload: dict
+    serialized: bool
+    max_attempts: int
+    idempotency_key: str | None = None
+    idempotency_scope: str = ""
+    request_digest: str | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Rows:
+    """What the caller writes in the accept's statement, next to the ticket: data-modifying CTEs (SQL, with
+    named parameters) that write only when `gate.open` and leave one row in a CTE named `admitted` when they
+    wrote; and a list of SQL expressions answered with the outcome (`Admitted.answers`)."""
+
+    ctes: str
+    params: dict
+    answers: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Admitted:
+    """How an accept's statement went: `accepted` when the ticket was inserted; else `full` (the queue is full) or
+    the caller's rows refused (see `answers`, the caller's expressions as the statement saw them)."""
+
+    accepted: bool
+    full: bool
+    answers: tuple
+    publish: bool = False
+
+
+FAST, EXACT = "fast", "exact"
 DEPTH_LOCK = (7, 1)  # the two-int advisory key space, apart from the sessions' single bigint keys
 
 
-def _enforce_depth(max_depth: int) -> None:
-    """Raise `QueueFull` when more than `max_depth` tickets are queued, counting the caller's new one.
+ONLY_THE_TICKET = Rows("admitted AS (SELECT 1 FROM gate WHERE gate.open)", {})
 
-    Takes a transaction-scoped lock that every capped accept takes last (after its session lock), so counting
-    and committing are serialized: each count sees the tickets of every accept that took the lock before it
-    (they have committed or rolled back by then). Held from here to commit only; no holder awaits another lock.
+
+def ticket_accept(*, ticket: NewTicket, rows: Rows = ONLY_THE_TICKET, max_queue_depth: int = 0) -> Admitted:
+    """Insert a `queued` ticket at the back of its session, with the caller's `rows`, in one round trip and one
+    transaction, and publish it once that commits.
+
+    Outside a transaction the statements go as one message, which PostgreSQL runs as one transaction that is
+    committed (synchronously) when this returns: the session lock first, then the depth lock, then one statement
+    that writes the caller's rows and the ticket, each seeing what every earlier holder of the session lock
+    committed. `session_seq` is 1 + the largest of the session's live tickets; the ticket is its session's head
+    when no live serialized ticket precedes it, and only then (or when unordered) is a message published.
+    With `max_queue_depth` > 0 nothing is written when the ticket would make more than that many queued, exact
+    under any concurrency (see `_depth_gate`), and `QueueFull` is raised. Inside a caller's transaction it joins
+    that transaction.
     """
+    depth = _depth_gate(max_queue_depth, FAST)
+    admitted = _accept_once(ticket, rows, depth)
+    if not admitted.accepted and admitted.full and depth.mode == FAST:
+        admitted = _accept_once(ticket, rows, _depth_gate(max_queue_depth, EXACT))
+    if admitted.full:
+        raise QueueFull()
+    if admitted.accepted:
+        changed("accept", run_id=ticket.id, session_id=ticket.session_id, status=TicketStatus.QUEUED, attempt=0)
+        if admitted.publish:
+            router.on_commit(ticket.id)
+    return admitted
+
+
+@dataclasses.dataclass(frozen=True)
+class _Gate:
+    mode: str | None
+    lock: str = ""
+    open: str = "true"
+    params: dict = dataclasses.field(default_factory=dict)
+
+
+def _depth_gate(max_depth: int, mode: str) -> _Gate:
+    """How an accept admits against `AGENTOS_MAX_QUEUE_DEPTH`: the lock it takes and the condition it writes under.
+
+    Exact: under an exclusive lock that every capped accept takes (after its session lock), count the queued
+    tickets; each count sees every accept that held the lock before (committed or rolled back by then).
+    Fast, when the queue is far from full: under a *shared* lock, count at most `max_depth - H` queued tickets,
+    where H is the server's `max_connections`, and admit when fewer are seen. The accepts that hold the shared
+    lock at once are fewer than H (each holds a connection), and none can hold it while an exact one holds the
+    exclusive lock, so the queued tickets plus those in flight stay below `max_depth`: the one with the latest
+    snapshot saw fewer than `max_depth - H`, and every other in flight took the lock before that snapshot. Seeing
+    as many, an accept tries again, exactly. So the exact path (one accept at a time) serves only a queue that is
+    nearly full.
+    """
+    if max_depth <= 0:
+        return _Gate(None)
+    room = max_depth - _max_connections()
+    if mode == FAST and room > 0:
+        lock = "SELECT pg_advisory_xact_lock_shared(%(depth_key1)s, %(depth_key2)s);"
+        limit = room
+    else:
+        mode, lock, limit = EXACT, "SELECT pg_advisory_xact_lock(%(depth_key1)s, %(depth_key2)s);", max_depth
+    condition = (
+        f"(SELECT count(*) FROM (SELECT 1 FROM {TABLE} WHERE status = 'queued' LIMIT %(depth_limit)s) AS q)"
+        " < %(depth_limit)s"
+    )
+    params = {"depth_key1": DEPTH_LOCK[0], "depth_key2": DEPTH_LOCK[1], "depth_limit": limit}
+    return _Gate(mode, lock, condition, params)
+
+
+@functools.cache
+def _max_connections_of(alias: str) -> int:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", DEPTH_LOCK)
-        cursor.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM {TABLE} WHERE status = 'queued' LIMIT %s) AS queued",
-            [max_depth + 1],
-        )
-        if cursor.fetchone()[0] > max_depth:
-            raise QueueFull()
+        cursor.execute("SHOW max_connections")
+        return int(cursor.fetchone()[0])
+
+
+def _max_connections() -> int:
+    return _max_connections_of(connection.alias)
+
+
+def _accept_once(ticket: NewTicket, rows: Rows, gate: _Gate) -> Admitted:
+    answers = ", ".join((*rows.answers, "(SELECT publish FROM ticket)"))
+    sql = f"""
+        SELECT pg_advisory_xact_lock(hashtextextended(%(session_id)s, 7));
+        {gate.lock}
+        WITH gate AS (SELECT {gate.open} AS open),
+        {rows.ctes},
+        line AS (SELECT coalesce(max(session_seq), 0) AS last_seq, coalesce(bool_or(serialized), false) AS occupied
+                 FROM {TABLE} WHERE session_id = %(session_id)s AND status IN {_LIVE_SQL}),
+        ticket AS (
+            INSERT INTO {TABLE} (id, component_type, component_id, session_id, user_id, status, attempt,
+                                 max_attempts, session_seq, serialized, is_head, idempotency_key, idempotency_scope,
+                                 request_digest, payload)
+            SELECT %(ticket_id)s, %(component_type)s, %(component_id)s, %(session_id)s, %(user_id)s, 'queued', 0,
+                   %(max_attempts)s, line.last_seq + 1, %(serialized)s, %(serialized)s AND NOT line.occupied,
+                   %(idempotency_key)s, %(idempotency_scope)s, %(request_digest)s, %(payload)s::jsonb
+            FROM admitted, line
+            RETURNING is_head OR NOT serialized AS publish)
+        SELECT (SELECT open FROM gate), EXISTS (SELECT 1 FROM ticket), {answers}
+    """
+    params = {
+        **rows.params,
+        **gate.params,
+        "ticket_id": ticket.id,
+        "component_type": ticket.component_type,
+        "component_id": ticket.component_id,
+        "session_id": ticket.session_id,
+        "user_id": ticket.user_id,
+        "max_attempts": ticket.max_attempts,
+        "serialized": ticket.serialized,
+        "idempotency_key": ticket.idempotency_key,
+        "idempotency_scope": ticket.idempotency_scope,
+        "request_digest": ticket.request_digest,
+        "payload": json.dumps(ticket.payload),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        opened, accepted, *answers, publish = cursor.fetchone()
+    return Admitted(accepted=accepted, full=not opened, answers=tuple(answers), publish=bool(publish))
 
 
 def ticket_claim(*, ticket_id: str, worker_id: str, grace_seconds: float) -> Claim | None:
@@ -148,35 +236,46 @@ def ticket_claim(*, ticket_id: str, worker_id: str, grace_seconds: float) -> Cla
     in the same transaction. Idempotent for redelivered messages: the second claim matches nothing and
     returns None.
     """
+    executor = get_executor()
+    if _start_sql():
+        return _claim(ticket_id=ticket_id, worker_id=worker_id, grace_seconds=grace_seconds)
     with transaction.atomic():
         claim = _claim(ticket_id=ticket_id, worker_id=worker_id, grace_seconds=grace_seconds)
         if claim is not None:
-            get_executor().start(claim)
+            executor.start(claim)
     return claim
 
 
 def _claim(*, ticket_id: str, worker_id: str, grace_seconds: float | None) -> Claim | None:
-    """The claim statement; `grace_seconds=None` takes only a queued ticket (no reclaim)."""
+    """The claim statement, which also starts the job when the executor gives `start_sql` (else the caller calls
+    `start` in the same transaction); `grace_seconds=None` takes only a queued ticket (no reclaim)."""
+    start_sql = _start_sql()
+    started = f", started AS ({start_sql})" if start_sql else ""
     row = _update_returning(
         f"""
         WITH old AS (SELECT id, status, serialized, created_at, updated_at,
                             attempt = 0 AND available_at = created_at AS fresh  -- never ran, never requeued
-                     FROM {TABLE} WHERE id = %s)
-        UPDATE {TABLE} AS t SET status = 'running', attempt = t.attempt + 1, locked_by = %s,
-               locked_at = statement_timestamp(), updated_at = statement_timestamp()
-        FROM old
-        WHERE t.id = old.id AND t.attempt < t.max_attempts
-          AND ((t.status = 'queued' AND t.available_at <= statement_timestamp() AND (t.is_head OR NOT t.serialized))
-               OR (t.status = 'running' AND %s::float IS NOT NULL
-                   AND t.locked_at < statement_timestamp() - %s::float * interval '1 second'))
-          AND NOT (t.serialized AND EXISTS (
-                SELECT 1 FROM {TABLE} AS earlier
-                WHERE earlier.session_id = t.session_id AND earlier.serialized
-                  AND earlier.status IN {_LIVE_SQL} AND earlier.session_seq < t.session_seq))
-        RETURNING t.attempt, t.max_attempts, t.session_id, t.payload, old.status,
-                  CASE WHEN old.fresh THEN extract(epoch FROM statement_timestamp() - old.created_at) END,
-                  CASE WHEN old.fresh AND old.serialized AND old.updated_at > old.created_at
-                       THEN extract(epoch FROM statement_timestamp() - old.updated_at) END
+                     FROM {TABLE} WHERE id = %s),
+        claimed AS (
+            UPDATE {TABLE} AS t SET status = 'running', attempt = t.attempt + 1, locked_by = %s,
+                   locked_at = statement_timestamp(), updated_at = statement_timestamp()
+            FROM old
+            WHERE t.id = old.id AND t.attempt < t.max_attempts
+              AND ((t.status = 'queued' AND t.available_at <= statement_timestamp()
+                    AND (t.is_head OR NOT t.serialized))
+                   OR (t.status = 'running' AND %s::float IS NOT NULL
+                       AND t.locked_at < statement_timestamp() - %s::float * interval '1 second'))
+              AND NOT (t.serialized AND EXISTS (
+                    SELECT 1 FROM {TABLE} AS earlier
+                    WHERE earlier.session_id = t.session_id AND earlier.serialized
+                      AND earlier.status IN {_LIVE_SQL} AND earlier.session_seq < t.session_seq))
+            RETURNING t.id, t.attempt, t.max_attempts, t.session_id, t.payload, old.status AS previous,
+                      CASE WHEN old.fresh THEN extract(epoch FROM statement_timestamp() - old.created_at) END
+                          AS waited,
+                      CASE WHEN old.fresh AND old.serialized AND old.updated_at > old.created_at
+                           THEN extract(epoch FROM statement_timestamp() - old.updated_at) END AS handed)
+        {started}
+        SELECT attempt, max_attempts, session_id, payload, previous, waited, handed FROM claimed
         """,
         [ticket_id, worker_id, grace_seconds, grace_seconds],
     )
@@ -198,6 +297,10 @@ def _claim(*, ticket_id: str, worker_id: str, grace_seconds: float | None) -> Cl
         handoff_seconds=None if handed is None else float(handed),
         claimed_at=time.monotonic(),
     )
+
+
+def _start_sql() -> str | None:
+    return getattr(get_executor(), "start_sql", None)
 
 
 def _json(value):
@@ -254,15 +357,17 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
     assert outcome.status in (*TERMINAL, TicketStatus.PAUSED)
     terminal = outcome.status != TicketStatus.PAUSED
     with transaction.atomic():
-        session_lock(claim.session_id)
-        updated = ticket_owned(claim).update(
-            status=outcome.status,
-            error=outcome.error,
-            locked_by=None,
-            is_head=F("is_head") if not terminal else False,
-            completed_at=Now() if terminal else None,
-            updated_at=Now(),
-        )
+        updated = _update_returning(  # the session lock and the fenced change, in one round trip
+            f"""
+            SELECT pg_advisory_xact_lock(hashtextextended(%s, 7));
+            UPDATE {TABLE} SET status = %s, error = %s, locked_by = NULL, is_head = is_head AND NOT %s,
+                   completed_at = CASE WHEN %s THEN statement_timestamp() END, updated_at = statement_timestamp()
+            WHERE id = %s AND status = 'running' AND locked_by = %s AND attempt = %s
+            RETURNING 1
+            """,
+            [claim.session_id, outcome.status, outcome.error, terminal, terminal, claim.ticket_id, claim.worker_id,
+             claim.attempt],
+        )  # fmt: skip
         if not updated:
             return None
         _changed_by(claim, "finish", outcome.status)
@@ -273,7 +378,7 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
             next_claim = _claim(ticket_id=next_ticket_id, worker_id=claim.worker_id, grace_seconds=None)
             if next_claim is None:  # not available yet: leave it to the broker
                 router.on_commit(next_ticket_id)
-            else:
+            elif not _start_sql():
                 get_executor().start(next_claim)
     return Finished(next_claim)
 

@@ -14,6 +14,7 @@ from agents_registry.registry import ComponentNotFound, registry
 
 from . import eventbus
 from .models import AgentSession, Run
+from .selectors import session_history
 
 CONTENT_EVENTS = {"RunContent", "TeamRunContent"}
 
@@ -99,7 +100,8 @@ def run_leg(
         return LegResult(
             sink, error=f"Component {run.component_type} {run.component_id!r} is not registered here", permanent=True
         )
-    session = AgentSession.objects.only("session_state", "messages").get(pk=run.session_id)
+    session = AgentSession.objects.only("session_state").get(pk=run.session_id)
+    history = session_history(session_id=run.session_id, runs=component.history_runs)
     if not connection.in_atomic_block:  # a model call may take minutes: its connection serves others meanwhile
         connection.close()
     deadline = time.monotonic() + timeout_seconds if timeout_seconds else None
@@ -108,7 +110,7 @@ def run_leg(
         run_id=str(run.run_id),
         session_id=run.session_id,
         user_id=run.user_id,
-        history=session.messages,
+        history=history,
         session_state={**session.session_state, **(run.session_state_input or {})},
         attempt=attempt,
         emit=sink.emit,

@@ -25,6 +25,12 @@ FENCED = "A newer attempt started this run"
 
 
 class RunExecutor:
+    # `run_start` in the claiming statement: RUNNING for the claimed attempt unless a newer attempt started it.
+    start_sql = (
+        f"UPDATE {Run._meta.db_table} AS r SET status = 'RUNNING', attempt = claimed.attempt, "
+        "started_at = statement_timestamp() FROM claimed WHERE r.run_id = claimed.id AND r.attempt < claimed.attempt"
+    )
+
     def start(self, claim: Claim) -> None:
         """RUNNING for this attempt, in the claim's transaction (so a swept or newer attempt cannot be undone)."""
         run_start(run_id=claim.ticket_id, attempt=claim.attempt)

@@ -20,14 +20,15 @@ STREAM_ENDED = (*FINISHED, RunStatus.PAUSED)  # nothing more is published until 
 
 
 class AgentSession(models.Model):
-    """A conversation: the message history and session state its runs leave for the next one."""
+    """A conversation: the session state its runs leave for the next one. Its history is its completed runs'
+    `run_messages`, in the order they completed (`selectors.session_history`): a turn appends a row and never
+    rewrites the past."""
 
     session_id = models.CharField(max_length=255, primary_key=True)
     component_type = models.CharField(max_length=16)
     component_id = models.CharField(max_length=255)
     user_id = models.CharField(max_length=255, null=True, blank=True)
     session_state = models.JSONField(default=dict)
-    messages = models.JSONField(default=list)
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
 
@@ -69,7 +70,12 @@ class Run(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["session", "created_at"], name="run_session_created")]
+        indexes = [
+            models.Index(fields=["session", "created_at"], name="run_session_created"),
+            models.Index(
+                fields=["session", "completed_at"], condition=models.Q(status="COMPLETED"), name="run_session_history"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.run_id} {self.status}"

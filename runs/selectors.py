@@ -26,6 +26,18 @@ def run_get(*, kind: str, component_id: str, run_id: str, session_id: str) -> Ru
     return run
 
 
+def session_history(*, session_id: str, runs: int | None = None) -> list[dict]:
+    """The session's history: the messages of its completed runs, in the order they completed; with `runs`, of
+    the last `runs` of them only (one index range read, however long the session has grown)."""
+    completed = Run.objects.filter(session_id=session_id, status=RunStatus.COMPLETED)
+    if runs is None:
+        turns = list(completed.order_by("completed_at", "run_id").values_list("run_messages", flat=True))
+    else:
+        turns = list(completed.order_by("-completed_at", "-run_id").values_list("run_messages", flat=True)[:runs])
+        turns.reverse()
+    return [message for turn in turns for message in turn]
+
+
 def is_uuid(value: str) -> bool:
     try:
         uuid.UUID(value)

@@ -16,7 +16,7 @@ from agentos_project.exceptions import first_line
 from agents_registry.context import RunResult
 from agents_registry.events import event_name
 from queueing import metrics
-from queueing.tickets import ticket_accept
+from queueing.tickets import NewTicket, Rows, ticket_accept
 
 from . import cancellation, eventbus
 from .exceptions import BackgroundNeedsStore, SessionNotYours
@@ -29,6 +29,7 @@ from .selectors import run_to_wire
 from .submission import Accepted, Submission
 
 SESSIONS = AgentSession._meta.db_table
+EVENTS = RunEvent._meta.db_table
 CANCELLED_QUEUED = "cancelled before execution"
 CANCELLED_PAUSED = "cancelled while paused awaiting continuation"
 PARKED = "The worker executing the continuation was lost; the run is paused again and can be continued again."
@@ -50,8 +51,8 @@ def session_claim(*, session_id: str, component_type: str, component_id: str, us
     existing = f"SELECT component_type, component_id, user_id FROM {SESSIONS} WHERE session_id = %s"
     claim = f"""
         WITH inserted AS (
-            INSERT INTO {SESSIONS} (session_id, component_type, component_id, user_id, session_state, messages)
-            VALUES (%s, %s, %s, %s, '{{}}', '[]') ON CONFLICT (session_id) DO NOTHING
+            INSERT INTO {SESSIONS} (session_id, component_type, component_id, user_id, session_state)
+            VALUES (%s, %s, %s, %s, '{{}}') ON CONFLICT (session_id) DO NOTHING
             RETURNING component_type, component_id, user_id)
         SELECT * FROM inserted UNION ALL {existing} LIMIT 1
     """
@@ -88,14 +89,46 @@ def _create_run(submission: Submission, *, queued: bool) -> Run:
     )
 
 
-def run_submit(*, submission: Submission) -> Accepted:
-    """Accept a background run durably: session, run and ticket rows commit together, then the ticket is published.
+RUNS = Run._meta.db_table
+# The run's and its session's rows in the accept's one statement (`queueing.tickets.ticket_accept`): the session
+# is created unless it exists; the run is written only when the session is the submitter's (and the gate is open).
+# `owner` is empty when the session was created by a writer that had not committed when the statement began.
+ACCEPT_ROWS = f"""
+    new_session AS (
+        INSERT INTO {SESSIONS} (session_id, component_type, component_id, user_id, session_state)
+        SELECT %(session_id)s, %(component_type)s, %(component_id)s, %(user_id)s, '{{}}' FROM gate WHERE open
+        ON CONFLICT (session_id) DO NOTHING
+        RETURNING component_type, component_id, user_id),
+    owner AS (
+        SELECT component_type, component_id, user_id FROM new_session
+        UNION ALL SELECT component_type, component_id, user_id FROM {SESSIONS} WHERE session_id = %(session_id)s
+        LIMIT 1),
+    admitted AS (
+        INSERT INTO {RUNS} (run_id, session_id, component_type, component_id, user_id, status, input_content,
+                            session_state_input, metadata, background, stream, queued, attempt, run_messages,
+                            next_event_index, tool_decisions)
+        SELECT %(ticket_id)s, %(session_id)s, %(component_type)s, %(component_id)s, %(user_id)s, 'PENDING',
+               %(message)s, %(session_state)s::jsonb, %(metadata)s::jsonb, %(background)s, %(stream)s, true, 0,
+               '[]', 0, '[]'
+        FROM owner, gate
+        WHERE gate.open AND owner.component_type = %(component_type)s AND owner.component_id = %(component_id)s
+          AND owner.user_id IS NOT DISTINCT FROM %(user_id)s
+        RETURNING run_id)"""
 
-    Refuses (writing nothing) a component without a store (400); replays an earlier submission with the same
-    Idempotency-Key (CONTRACT 7), before the queue-depth check (429, exact: `ticket_accept` counts under a lock and
-    a full queue rolls the whole accept back). Two identical submits racing each other
-    yield one run: the unique index makes the loser roll back and replay the winner. With the durable queue off,
-    the run executes in this process instead (`run_submit_in_process`).
+
+def _json_or_null(value) -> str | None:
+    return None if value is None else json.dumps(value)
+
+
+def run_submit(*, submission: Submission) -> Accepted:
+    """Accept a background run durably: session, run and ticket rows commit together (one round trip, one
+    transaction, `ticket_accept`), then the ticket is published.
+
+    Refuses (writing nothing) a component without a store (400), a session of another component or user (409);
+    replays an earlier submission with the same Idempotency-Key (CONTRACT 7), before the queue-depth check (429,
+    exact). Two identical submits racing each other yield one run: the unique index makes the loser roll back
+    and replay the winner. With the durable queue off, the run executes in this process instead
+    (`run_submit_in_process`).
     """
     conf = current().queue
     component = submission.component
@@ -106,29 +139,45 @@ def run_submit(*, submission: Submission) -> Accepted:
     if submission.idempotency_key and (earlier := idempotent_replay(submission)):
         return earlier
     started = time.perf_counter()
+    run_id = uuid.uuid4()
+    ticket = NewTicket(
+        id=run_id,
+        component_type=component.kind,
+        component_id=component.id,
+        session_id=submission.session_id,
+        user_id=submission.user_id,
+        payload=submission.payload(),
+        serialized=conf.effective_per_session or component.one_turn_per_session,
+        max_attempts=conf.max_attempts,
+        idempotency_key=submission.idempotency_key,
+        idempotency_scope=submission.user_id or "",
+        request_digest=submission.digest(),
+    )
+    rows = Rows(
+        ACCEPT_ROWS,
+        {
+            "message": submission.message,
+            "session_state": _json_or_null(submission.session_state),
+            "metadata": _json_or_null(submission.metadata),
+            "background": submission.background,
+            "stream": submission.stream,
+        },
+        answers=("EXISTS (SELECT 1 FROM owner)",),
+    )
     try:
-        with transaction.atomic():
-            run = _create_run(submission, queued=True)
-            ticket_accept(
-                ticket_id=run.run_id,
-                component_type=component.kind,
-                component_id=component.id,
-                session_id=submission.session_id,
-                user_id=submission.user_id,
-                payload=submission.payload(),
-                serialized=conf.effective_per_session or component.one_turn_per_session,
-                max_attempts=conf.max_attempts,
-                idempotency_key=submission.idempotency_key,
-                idempotency_scope=submission.user_id or "",
-                request_digest=submission.digest(),
-                max_queue_depth=conf.max_queue_depth,
-            )
+        for _ in range(2):  # a second time only when the session was created meanwhile by an unlocked writer
+            admitted = ticket_accept(ticket=ticket, rows=rows, max_queue_depth=conf.max_queue_depth)
+            (owned,) = admitted.answers
+            if admitted.accepted or owned:
+                break
     except IntegrityError:
         if submission.idempotency_key and (winner := idempotent_replay(submission)):
             return winner
         raise
+    if not admitted.accepted:
+        raise SessionNotYours(submission.session_id)
     metrics.recorder.observe("accept_latency_seconds", time.perf_counter() - started)
-    return Accepted(str(run.run_id), run.session_id, run.status)
+    return Accepted(str(run_id), submission.session_id, RunStatus.PENDING)
 
 
 def run_submit_in_process(*, submission: Submission) -> Accepted:
@@ -210,7 +259,7 @@ def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None
         fields = {
             "status": RunStatus.ERROR if final else RunStatus.PENDING,
             "content": error,
-            "completed_at": Now() if final else None,
+            "completed_at": NOW if final else None,
         }
         if final:
             fields["continued_tools"] = None
@@ -225,14 +274,56 @@ def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None
             "tools": storable(result.tools),
             "run_messages": storable(result.messages),
             "cancellation_stage": "EXECUTING" if status == RunStatus.CANCELLED else None,
-            "completed_at": None if status == RunStatus.PAUSED else Now(),
+            "completed_at": None if status == RunStatus.PAUSED else NOW,
             "continued_tools": None,  # this leg applied them
         }
-    _store_events(sink)
-    sink.publish_held_on_commit()
-    Run.objects.filter(pk=run_id, attempt=attempt).update(next_event_index=sink.next_index, **fields)
+    statements = [_events_insert(sink), _run_update(run_id, attempt, {"next_event_index": sink.next_index, **fields})]
     if result is not None and result.status == RunResult.COMPLETED:
-        session_append(session_id=sink.run.session_id, messages=result.messages, state=result.session_state)
+        statements.append(_state_update(sink.run.session_id, result.session_state))
+    _execute_together(statements)
+    sink.publish_held_on_commit()
+
+
+JSON_COLUMNS = {"metrics", "tools", "run_messages", "continued_tools", "session_state_input", "metadata"}
+NOW = Now()
+
+
+def _run_update(run_id, attempt: int, fields: dict) -> tuple[str, list]:
+    """UPDATE of the run's `fields` (a value `NOW` is the statement's time), fenced on `attempt`."""
+    sets, params = [], []
+    for name, value in fields.items():
+        if value is NOW:
+            sets.append(f"{name} = statement_timestamp()")
+        elif name in JSON_COLUMNS:
+            sets.append(f"{name} = %s::jsonb")
+            params.append(None if value is None else json.dumps(value))
+        else:
+            sets.append(f"{name} = %s")
+            params.append(value)
+    return f"UPDATE {RUNS} SET {', '.join(sets)} WHERE run_id = %s AND attempt = %s", [*params, run_id, attempt]
+
+
+def _events_insert(sink: EventSink) -> tuple[str, list] | None:
+    if not sink.stored:
+        return None
+    rows, params = [], []
+    for event in sink.stored:
+        rows.append("(%s, %s, %s, %s, %s::jsonb)")
+        params += [sink.run.run_id, event["event_index"], sink.attempt, event["event"], json.dumps(storable(event))]
+    sql = f"INSERT INTO {EVENTS} (run_id, event_index, attempt, event, data) VALUES {', '.join(rows)}"
+    return sql, params
+
+
+def _state_update(session_id: str, state: dict) -> tuple[str, list]:
+    sql = f"UPDATE {SESSIONS} SET session_state = %s::jsonb, updated_at = statement_timestamp() WHERE session_id = %s"
+    return sql, [json.dumps(storable(state)), session_id]
+
+
+def _execute_together(statements: list[tuple[str, list] | None]) -> None:
+    """Run the statements in one round trip (one message of several statements, inside the caller's transaction)."""
+    statements = [statement for statement in statements if statement is not None]
+    with connection.cursor() as cursor:
+        cursor.execute(";\n".join(sql for sql, _ in statements), [p for _, params in statements for p in params])
 
 
 def run_end_unexecuted(*, run_id, status: str, content: str, stage: str | None, event_role: str) -> None:
@@ -286,13 +377,3 @@ def _store_events(sink: EventSink) -> None:
         )
         for event in sink.stored
     )
-
-
-def session_append(*, session_id: str, messages: list[dict], state: dict) -> None:
-    """Append a finished run's messages to its session's history and save the state it left (one UPDATE)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {SESSIONS} SET messages = messages || %s::jsonb, session_state = %s::jsonb, "
-            "updated_at = statement_timestamp() WHERE session_id = %s",
-            [json.dumps(storable(messages)), json.dumps(storable(state)), session_id],
-        )

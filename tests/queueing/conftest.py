@@ -19,7 +19,7 @@ from django.db.models import F
 
 from queueing.executor import Claim, Outcome, Settlement, get_executor, register_executor
 from queueing.models import Ticket
-from queueing.tickets import ticket_accept, ticket_cancel, ticket_claim, ticket_finish
+from queueing.tickets import NewTicket, ticket_accept, ticket_cancel, ticket_claim, ticket_finish
 
 UNSTORABLE = "a result the database refuses"
 
@@ -97,8 +97,8 @@ def accept(
     """Accept a fake job in a transaction of its own; returns its ticket id."""
     ticket_id = str(uuid.uuid4())
     with transaction.atomic():
-        ticket_accept(
-            ticket_id=ticket_id,
+        ticket = NewTicket(
+            id=ticket_id,
             component_type="job",
             component_id="fake",
             session_id=session_id,
@@ -106,8 +106,8 @@ def accept(
             payload={"outcomes": list(outcomes), "sleep": sleep},
             serialized=serialized,
             max_attempts=max_attempts,
-            max_queue_depth=max_queue_depth,
         )
+        ticket_accept(ticket=ticket, max_queue_depth=max_queue_depth)
     return ticket_id
 
 

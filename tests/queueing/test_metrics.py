@@ -15,7 +15,7 @@ from agentos_project.conf import current
 from queueing import metrics
 from queueing.models import Ticket
 from queueing.sweeper import sweep_once
-from queueing.tickets import ticket_accept, ticket_continue, ticket_prune, ticket_requeue
+from queueing.tickets import NewTicket, ticket_accept, ticket_continue, ticket_prune, ticket_requeue
 from queueing.worker import execute_claim
 from tests.conftest import metric_samples, with_conf
 
@@ -205,14 +205,16 @@ def test_nothing_is_logged_or_counted_for_a_change_that_rolls_back(api, session_
     before = scrape(api)
     with pytest.raises(RuntimeError), transaction.atomic():
         ticket_accept(
-            ticket_id="00000000-0000-0000-0000-0000000000aa",
-            component_type="job",
-            component_id="fake",
-            session_id=session_id,
-            user_id=None,
-            payload={},
-            serialized=True,
-            max_attempts=1,
+            ticket=NewTicket(
+                id="00000000-0000-0000-0000-0000000000aa",
+                component_type="job",
+                component_id="fake",
+                session_id=session_id,
+                user_id=None,
+                payload={},
+                serialized=True,
+                max_attempts=1,
+            )
         )
         raise RuntimeError("the caller's transaction fails")
     after = scrape(api)

@@ -16,6 +16,7 @@ from queueing.sweeper import sweep_once
 from queueing.tickets import SWEEP_ERROR, RequeueResult, ticket_cancel, ticket_claim, ticket_requeue
 from queueing.worker import worker_execute
 from runs.models import AgentSession, Run, RunEvent
+from runs.selectors import session_history
 
 from .conftest import accept_run
 
@@ -160,4 +161,4 @@ def test_nul_and_surrogates_in_tool_results_answers_and_state_are_stored_replace
     assert (tool_done["content"], tool_done["tool"]["tool_args"]) == ("read x\ufffd\ufffd", {"path": "x\ufffd"})
     session = AgentSession.objects.get(pk="nul-2")
     assert session.session_state == {"seen": "\ufffd\ufffd"}
-    assert session.messages[-1] == {"role": "assistant", "content": "done \ufffd"}
+    assert session_history(session_id="nul-2")[-1] == {"role": "assistant", "content": "done \ufffd"}

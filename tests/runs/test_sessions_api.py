@@ -5,6 +5,7 @@ from rest_framework.test import APIClient
 
 from queueing.worker import worker_execute
 from runs.models import AgentSession, Run
+from runs.selectors import session_history
 
 from ..conftest import in_threads
 from .conftest import row_counts, submit
@@ -44,7 +45,7 @@ def test_naming_someone_elses_session_is_refused_and_reads_nothing(api, anas_ses
 
     assert (response.status_code, response.json()) == (409, refused(anas_session))
     assert row_counts() == before
-    assert len(AgentSession.objects.get(pk=anas_session).messages) == 2
+    assert len(session_history(session_id=anas_session)) == 2
 
 
 def test_the_owner_goes_on_with_its_history(api, anas_session):

@@ -7,6 +7,7 @@ Every refusal to start is one line on stderr and exit status 1.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
@@ -20,7 +21,7 @@ from django.core.management.base import BaseCommand
 from agentos_project.conf import current, database_settings, masked
 from agentos_project.embedded import EmbeddedError, EmbeddedPostgres, EmbeddedRedis, FolderLock
 from agentos_project.exceptions import first_line
-from agentos_project.supervisor import Supervisor
+from agentos_project.supervisor import SPEC
 
 
 class Refusal(Exception):
@@ -49,22 +50,33 @@ class Command(BaseCommand):
             call_command("migrate", interactive=False, verbosity=0)
             commands = self._commands(host, port, web_only=web_only, worker_only=worker_only)
             self.stdout.write(f"agentos serving on http://{host}:{port} ({', '.join(commands)}); Ctrl-C stops it")
-            supervisor = Supervisor(
-                commands,
-                env=self._child_env(embedded),
-                cwd=str(settings.BASE_DIR),
-                log=lambda line: self.stderr.write(f"agentos serve: {line}"),
-                stop_timeout=current().queue.stop_timeout_seconds + 5,
-            )
-            code = supervisor.run()
+            spec = {
+                "commands": commands,
+                "env": self._child_env(embedded),
+                "cwd": str(settings.BASE_DIR),
+                "stop_timeout": current().queue.stop_timeout_seconds + 5,
+                "embedded": [server.stop_spec() for server in embedded],
+            }
         except (Refusal, EmbeddedError) as refusal:
             self.stderr.write(f"agentos: {refusal}")
-            code = 1
-        finally:
             for server in reversed(embedded):
                 server.stop()
-        if code:
-            sys.exit(code)
+            sys.exit(1)
+        except BaseException:
+            for server in reversed(embedded):
+                server.stop()
+            raise
+        self._become_supervisor(spec)
+
+    def _become_supervisor(self, spec: dict) -> None:
+        """Replace this process (same pid, same `.run/` lock) with the supervisor, which holds no Django."""
+        if getattr(self, "_lock", None) is not None:
+            os.set_inheritable(self._lock.file.fileno(), True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        python = sys.executable
+        env = {**os.environ, SPEC: json.dumps(spec)}
+        os.execve(python, [python, str(settings.BASE_DIR / "agentos_project" / "supervisor.py")], env)
 
     def _start_embedded(self) -> list:
         root = settings.BASE_DIR / ".run"
@@ -108,7 +120,7 @@ class Command(BaseCommand):
                 raise Refusal(f"cannot reach REDIS_URL {url}: {first_line(error)}") from None
 
     def _child_env(self, embedded: list) -> dict:
-        env = dict(os.environ)
+        env = {"AGENTOS_SWEEPER_IN_WORKER": "true", **os.environ}
         for server in embedded:
             env["DATABASE_URL" if isinstance(server, EmbeddedPostgres) else "REDIS_URL"] = server.url
         return env
@@ -127,7 +139,7 @@ class Command(BaseCommand):
                 python, "-m", "celery", "-A", "agentos_project", "worker", "-l", "info",
                 "--without-gossip", "--without-mingle",
             ]  # fmt: skip
-            commands["sweeper"] = [python, str(settings.BASE_DIR / "manage.py"), "sweeper"]
+            # The sweeper runs as a thread of the worker (AGENTOS_SWEEPER_IN_WORKER, set in `_child_env`).
         return commands
 
 
