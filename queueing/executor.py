@@ -27,6 +27,7 @@ class Claim:
     waited_seconds: float | None = dataclasses.field(default=None, compare=False)
     handoff_seconds: float | None = dataclasses.field(default=None, compare=False)
     claimed_at: float = dataclasses.field(default=0.0, compare=False)
+    component: tuple[str, str] | None = dataclasses.field(default=None, compare=False)  # (type, id) of the ticket
 
 
 @dataclasses.dataclass(frozen=True)

@@ -270,18 +270,20 @@ def _claim(*, ticket_id: str, worker_id: str, grace_seconds: float | None) -> Cl
                     WHERE earlier.session_id = t.session_id AND earlier.serialized
                       AND earlier.status IN {_LIVE_SQL} AND earlier.session_seq < t.session_seq))
             RETURNING t.id, t.attempt, t.max_attempts, t.session_id, t.payload, old.status AS previous,
+                      t.component_type, t.component_id,
                       CASE WHEN old.fresh THEN extract(epoch FROM statement_timestamp() - old.created_at) END
                           AS waited,
                       CASE WHEN old.fresh AND old.serialized AND old.updated_at > old.created_at
                            THEN extract(epoch FROM statement_timestamp() - old.updated_at) END AS handed)
         {started}
-        SELECT attempt, max_attempts, session_id, payload, previous, waited, handed FROM claimed
+        SELECT attempt, max_attempts, session_id, payload, previous, waited, handed, component_type, component_id
+        FROM claimed
         """,
         [ticket_id, worker_id, grace_seconds, grace_seconds],
     )
     if row is None:
         return None
-    attempt, max_attempts, session_id, payload, previous, waited, handed = row
+    attempt, max_attempts, session_id, payload, previous, waited, handed, component_type, component_id = row
     event = "reclaim" if previous == TicketStatus.RUNNING else "claim"
     changed(
         event, run_id=ticket_id, session_id=session_id, status=TicketStatus.RUNNING, attempt=attempt, worker=worker_id
@@ -296,6 +298,7 @@ def _claim(*, ticket_id: str, worker_id: str, grace_seconds: float | None) -> Cl
         waited_seconds=None if waited is None else float(waited),
         handoff_seconds=None if handed is None else float(handed),
         claimed_at=time.monotonic(),
+        component=(component_type, component_id),
     )
 
 

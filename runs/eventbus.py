@@ -4,7 +4,8 @@ Each run has a buffer, a sorted set of its events scored by `event_index` that R
 AGENTOS_STREAM_BUFFER_SECONDS after the run's last event, and a channel. Every event is added to the buffer
 before it is published, so a reader that subscribes first and reads the buffer second misses nothing
 (`runs.streams`). Events are sent by a thread of the process that batches whatever has queued into one
-pipeline, so a chunk costs the run loop a queue put; they leave in the order they were emitted.
+pipeline, so a chunk costs the run loop a queue put; they leave in the order they were emitted, the events of
+one run that queued up together as one message (`frames_of` splits it).
 
 Redis being down costs the live view only: the run row and its stored events are the truth. After a failed
 send, events are dropped for PAUSE seconds instead of each waiting out a timeout.
@@ -61,21 +62,30 @@ class Sender(OffThread):
         transaction.on_commit(lambda: self.send(run_id, events))
 
     def handle(self, items: list) -> None:
+        """One pipeline for everything queued: per run, one ZADD of its frames, one EXPIRE and one PUBLISH of its
+        frames joined by newlines (a frame is compact JSON, which has none), in the order they were sent."""
         if time.monotonic() < self._paused_until:
             return
+        by_run: dict[str, list[tuple[int, str]]] = {}
+        for run_id, frames in items:
+            by_run.setdefault(run_id, []).extend(frames)
         ttl = int(current().streams.buffer_seconds)
         pipeline = coordination().pipeline(transaction=False)
-        for run_id, frames in items:
-            key, topic = buffer_key(run_id), channel(run_id)
+        for run_id, frames in by_run.items():
+            key = buffer_key(run_id)
             pipeline.zadd(key, {frame: index for index, frame in frames})
             pipeline.expire(key, ttl)
-            for _, frame in frames:
-                pipeline.publish(topic, frame)
+            pipeline.publish(channel(run_id), "\n".join(frame for _, frame in frames))
         try:
             pipeline.execute()
         except redis.RedisError as error:
-            log.warning("live events not sent (%d runs): %s; pausing %ss", len(items), error, self.PAUSE)
+            log.warning("live events not sent (%d runs): %s; pausing %ss", len(by_run), error, self.PAUSE)
             self._paused_until = time.monotonic() + self.PAUSE
+
+
+def frames_of(message: bytes | str) -> list[bytes | str]:
+    """The frames one message on a run's channel carries (one or more, newline-separated)."""
+    return message.split(b"\n" if isinstance(message, bytes) else "\n")
 
 
 sender = Sender()

@@ -87,11 +87,13 @@ def run_leg(
     attempt: int,
     timeout_seconds: float | None,
     cancelled: Callable[[], bool] = lambda: False,
+    inputs: tuple[dict, list[dict]] | None = None,
 ) -> LegResult:
     """Run `run`'s component once, from its input (or its paused state), with the session's history.
 
     Outside any transaction: nothing here writes (events go live to Redis) but the mark that a continuation is
-    about to run its confirmed tools. A timeout becomes an error `Run exceeded timeout_seconds=N`.
+    about to run its confirmed tools. A timeout becomes an error `Run exceeded timeout_seconds=N`. `inputs`, the
+    session's state and history window when the caller read them with the run (`run_for_leg`), saves reading them.
     """
     sink = EventSink(run, attempt, first_event_index(run))
     try:
@@ -100,8 +102,10 @@ def run_leg(
         return LegResult(
             sink, error=f"Component {run.component_type} {run.component_id!r} is not registered here", permanent=True
         )
-    session = AgentSession.objects.only("session_state").get(pk=run.session_id)
-    history = session_history(session_id=run.session_id, runs=component.history_runs)
+    if inputs is None:
+        state = AgentSession.objects.values_list("session_state", flat=True).get(pk=run.session_id)
+        inputs = state, session_history(session_id=run.session_id, runs=component.history_runs)
+    state, history = inputs
     if not connection.in_atomic_block:  # a model call may take minutes: its connection serves others meanwhile
         connection.close()
     deadline = time.monotonic() + timeout_seconds if timeout_seconds else None
@@ -111,7 +115,7 @@ def run_leg(
         session_id=run.session_id,
         user_id=run.user_id,
         history=history,
-        session_state={**session.session_state, **(run.session_state_input or {})},
+        session_state={**state, **(run.session_state_input or {})},
         attempt=attempt,
         emit=sink.emit,
         cancelled=lambda: timed_out() or cancelled(),

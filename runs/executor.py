@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db.models import F
 
 from agentos_project.conf import current
+from agents_registry.registry import ComponentNotFound, registry
 from queueing.executor import Claim, Outcome, Settlement
 from queueing.models import TicketStatus
 from queueing.shutdown import INTERRUPTED, interrupted, interrupted_outcome
@@ -14,6 +15,7 @@ from .cancelling import run_cancel_by_id
 from .execution import LegResult, run_leg
 from .jsonsafe import storable_text
 from .models import Run, RunStatus
+from .selectors import run_for_leg
 from .services import LEG_STATUS, run_end_unexecuted, run_park, run_record_leg, run_reset_pending, run_start
 
 TICKET_STATUS = {
@@ -22,6 +24,14 @@ TICKET_STATUS = {
     RunStatus.CANCELLED: TicketStatus.CANCELLED,
 }
 FENCED = "A newer attempt started this run"
+
+
+def _window(claim: Claim) -> int | None:
+    """How many earlier runs the claimed run's component sees (None: all, or a component not registered here)."""
+    try:
+        return registry.get(*claim.component).history_runs if claim.component else None
+    except ComponentNotFound:
+        return None
 
 
 class RunExecutor:
@@ -37,15 +47,17 @@ class RunExecutor:
 
     def execute(self, claim: Claim) -> Outcome:
         """Run one leg of the claimed run; nothing is written until the ticket settles."""
-        run = Run.objects.filter(pk=claim.ticket_id, attempt=claim.attempt).first()
-        if run is None:
+        found = run_for_leg(run_id=claim.ticket_id, attempt=claim.attempt, window=_window(claim))
+        if found is None:
             return Outcome(TicketStatus.FAILED, error=FENCED)
+        run, state, history = found
         with watcher.watch(claim.ticket_id) as cancel:
             leg = run_leg(
                 run,
                 attempt=claim.attempt,
                 timeout_seconds=current().queue.timeout_seconds,
                 cancelled=lambda: cancel.is_set() or interrupted(),
+                inputs=(state, history),
             )
         stopped = leg.result is None or leg.result.status == leg.result.CANCELLED
         if stopped and interrupted() and not cancel.is_set():

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import datetime
+import json
 import uuid
 
 from queueing.selectors import ticket_waiting_on
 
 from .exceptions import RunNotFound
-from .models import Run, RunEvent, RunStatus
+from .models import AgentSession, Run, RunEvent, RunStatus
 
 
 def run_get(*, kind: str, component_id: str, run_id: str, session_id: str) -> Run:
@@ -24,6 +25,33 @@ def run_get(*, kind: str, component_id: str, run_id: str, session_id: str) -> Ru
     if run is None:
         raise RunNotFound()
     return run
+
+
+RUNS = Run._meta.db_table
+SESSIONS = AgentSession._meta.db_table
+# The run, its session's state and its history window (the messages of the last %(window)s completed runs, or all
+# with NULL), in one statement: what a worker needs to execute a leg.
+LEG_SQL = f"""
+    SELECT r.*, s.session_state::text AS leg_state,
+           (SELECT coalesce(jsonb_agg(h.run_messages ORDER BY h.completed_at, h.run_id), '[]')::text
+            FROM (SELECT run_messages, completed_at, run_id FROM {RUNS}
+                  WHERE session_id = r.session_id AND status = 'COMPLETED'
+                  ORDER BY completed_at DESC, run_id DESC LIMIT %(window)s) AS h) AS leg_history
+    FROM {RUNS} AS r JOIN {SESSIONS} AS s ON s.session_id = r.session_id
+    WHERE r.run_id = %(run_id)s AND r.attempt = %(attempt)s
+"""
+
+
+def run_for_leg(*, run_id: str, attempt: int, window: int | None) -> tuple[Run, dict, list[dict]] | None:
+    """The run as `attempt` left it, its session's state and its history (`session_history`), in one round trip;
+    None when a newer attempt started the run."""
+    found = list(Run.objects.raw(LEG_SQL, {"run_id": run_id, "attempt": attempt, "window": window}))
+    if not found:
+        return None
+    run = found[0]
+    state, turns = json.loads(run.leg_state), json.loads(run.leg_history)
+    del run.leg_state, run.leg_history
+    return run, state, [message for turn in turns for message in turn]
 
 
 def session_history(*, session_id: str, runs: int | None = None) -> list[dict]:

@@ -189,7 +189,7 @@ async def follow(tail: Tail, queue: asyncio.Queue) -> AsyncIterator[str]:
             raw = await asyncio.wait_for(queue.get(), max(0.0, last_sent + keepalive - loop.time()))
         except TimeoutError:
             raw = None
-        frames = [sse] if raw and (sse := tail.take(raw)) else []
+        frames = tail.take_all(eventbus.frames_of(raw)) if raw else []
         if not raw:  # quiet for a keepalive time, or told of a pub/sub gap
             frames = await _catch_up(tail)
         if not frames and loop.time() - last_sent >= keepalive:

@@ -33,8 +33,9 @@ def test_events_are_buffered_in_index_order_and_published_on_the_runs_channel(re
     eventbus.sender.send(run_id, [{"event": "RunContent", "event_index": i, "content": f"c{i}"} for i in (2, 0, 1)])
     assert eventbus.sender.flush()
 
-    published = [json.loads(next_message(pubsub)["data"])["event_index"] for _ in range(3)]
-    assert published == [2, 0, 1]  # as sent
+    published = [json.loads(frame)["event_index"] for frame in eventbus.frames_of(next_message(pubsub)["data"])]
+    assert published == [2, 0, 1]  # as sent, in one message
+    assert pubsub.get_message(timeout=0.2) is None
     assert [event["event_index"] for event in buffered(redis_db, run_id)] == [0, 1, 2]  # by index
     assert eventbus.last_index(run_id) == 2
     assert 0 < redis_db.ttl(eventbus.buffer_key(run_id)) <= 3600
