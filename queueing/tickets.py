@@ -40,6 +40,8 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Now
 
+from agentos_project.postgres.prepared import Prepared, together
+
 from . import router
 from .changes import changed, pruned
 from .exceptions import QueueFull
@@ -58,7 +60,7 @@ def session_lock(session_id: str) -> None:
     """Take the session's transaction-scoped advisory lock (released at commit or rollback)."""
     assert connection.in_atomic_block, "session_lock needs a transaction"
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", [session_id])
+        cursor.execute(*_SESSION_LOCK.call({"session_id": session_id}))
 
 
 def _seconds(value: float) -> datetime.timedelta:
@@ -85,11 +87,14 @@ class NewTicket:
 @dataclasses.dataclass(frozen=True)
 class Rows:
     """What the caller writes in the accept's statement, next to the ticket: data-modifying CTEs (SQL, with
-    named parameters) that write only when `gate.open` and leave one row in a CTE named `admitted` when they
-    wrote; and a list of SQL expressions answered with the outcome (`Admitted.answers`)."""
+    named parameters of the PostgreSQL types `types`) that write only when `gate.open` and leave one row in a CTE
+    named `admitted` when they wrote; and a list of SQL expressions answered with the outcome
+    (`Admitted.answers`). `name` tells the prepared statement apart: one name, one SQL."""
 
+    name: str
     ctes: str
     params: dict
+    types: dict = dataclasses.field(default_factory=dict)
     answers: tuple[str, ...] = ()
 
 
@@ -108,7 +113,7 @@ FAST, EXACT = "fast", "exact"
 DEPTH_LOCK = (7, 1)  # the two-int advisory key space, apart from the sessions' single bigint keys
 
 
-ONLY_THE_TICKET = Rows("admitted AS (SELECT 1 FROM gate WHERE gate.open)", {})
+ONLY_THE_TICKET = Rows("ticket", "admitted AS (SELECT 1 FROM gate WHERE gate.open)", {})
 
 
 def ticket_accept(*, ticket: NewTicket, rows: Rows = ONLY_THE_TICKET, max_queue_depth: int = 0) -> Admitted:
@@ -140,9 +145,19 @@ def ticket_accept(*, ticket: NewTicket, rows: Rows = ONLY_THE_TICKET, max_queue_
 @dataclasses.dataclass(frozen=True)
 class _Gate:
     mode: str | None
-    lock: str = ""
+    lock: Prepared | None = None
     open: str = "true"
     params: dict = dataclasses.field(default_factory=dict)
+
+
+_DEPTH_TYPES = {"depth_key1": "int", "depth_key2": "int"}
+_SHARED_DEPTH_LOCK = Prepared(
+    "agentos_depth_shared", "SELECT pg_advisory_xact_lock_shared(%(depth_key1)s, %(depth_key2)s)", _DEPTH_TYPES
+)
+_DEPTH_LOCK = Prepared("agentos_depth", "SELECT pg_advisory_xact_lock(%(depth_key1)s, %(depth_key2)s)", _DEPTH_TYPES)
+_SESSION_LOCK = Prepared(
+    "agentos_session_lock", "SELECT pg_advisory_xact_lock(hashtextextended(%(session_id)s, 7))", {"session_id": "text"}
+)
 
 
 def _depth_gate(max_depth: int, mode: str) -> _Gate:
@@ -162,10 +177,9 @@ def _depth_gate(max_depth: int, mode: str) -> _Gate:
         return _Gate(None)
     room = max_depth - _max_connections()
     if mode == FAST and room > 0:
-        lock = "SELECT pg_advisory_xact_lock_shared(%(depth_key1)s, %(depth_key2)s);"
-        limit = room
+        lock, limit = _SHARED_DEPTH_LOCK, room
     else:
-        mode, lock, limit = EXACT, "SELECT pg_advisory_xact_lock(%(depth_key1)s, %(depth_key2)s);", max_depth
+        mode, lock, limit = EXACT, _DEPTH_LOCK, max_depth
     condition = (
         f"(SELECT count(*) FROM (SELECT 1 FROM {TABLE} WHERE status = 'queued' LIMIT %(depth_limit)s) AS q)"
         " < %(depth_limit)s"
@@ -185,26 +199,51 @@ def _max_connections() -> int:
     return _max_connections_of(connection.alias)
 
 
+_TICKET_TYPES = {
+    "ticket_id": "uuid",
+    "component_type": "text",
+    "component_id": "text",
+    "session_id": "text",
+    "user_id": "text",
+    "max_attempts": "int",
+    "serialized": "boolean",
+    "idempotency_key": "text",
+    "idempotency_scope": "text",
+    "request_digest": "text",
+    "payload": "jsonb",
+    "depth_limit": "int",
+}
+_accepts: dict[tuple[str, str | None], Prepared] = {}
+
+
+def _accept_statement(rows: Rows, gate: _Gate) -> Prepared:
+    key = (rows.name, gate.mode)
+    if key not in _accepts:
+        answers = ", ".join((*rows.answers, "(SELECT publish FROM ticket)"))
+        sql = f"""
+            WITH gate AS (SELECT {gate.open} AS open),
+            {rows.ctes},
+            line AS (SELECT coalesce(max(session_seq), 0) AS last_seq,
+                            coalesce(bool_or(serialized), false) AS occupied
+                     FROM {TABLE} WHERE session_id = %(session_id)s AND status IN {_LIVE_SQL}),
+            ticket AS (
+                INSERT INTO {TABLE} (id, component_type, component_id, session_id, user_id, status, attempt,
+                                     max_attempts, session_seq, serialized, is_head, idempotency_key,
+                                     idempotency_scope, request_digest, payload)
+                SELECT %(ticket_id)s, %(component_type)s, %(component_id)s, %(session_id)s, %(user_id)s, 'queued', 0,
+                       %(max_attempts)s, line.last_seq + 1, %(serialized)s, %(serialized)s AND NOT line.occupied,
+                       %(idempotency_key)s, %(idempotency_scope)s, %(request_digest)s, %(payload)s
+                FROM admitted, line
+                RETURNING is_head OR NOT serialized AS publish)
+            SELECT (SELECT open FROM gate), EXISTS (SELECT 1 FROM ticket), {answers}
+        """
+        _accepts[key] = Prepared(
+            f"agentos_accept_{rows.name}_{gate.mode or 'uncapped'}", sql, {**_TICKET_TYPES, **rows.types}
+        )
+    return _accepts[key]
+
+
 def _accept_once(ticket: NewTicket, rows: Rows, gate: _Gate) -> Admitted:
-    answers = ", ".join((*rows.answers, "(SELECT publish FROM ticket)"))
-    sql = f"""
-        SELECT pg_advisory_xact_lock(hashtextextended(%(session_id)s, 7));
-        {gate.lock}
-        WITH gate AS (SELECT {gate.open} AS open),
-        {rows.ctes},
-        line AS (SELECT coalesce(max(session_seq), 0) AS last_seq, coalesce(bool_or(serialized), false) AS occupied
-                 FROM {TABLE} WHERE session_id = %(session_id)s AND status IN {_LIVE_SQL}),
-        ticket AS (
-            INSERT INTO {TABLE} (id, component_type, component_id, session_id, user_id, status, attempt,
-                                 max_attempts, session_seq, serialized, is_head, idempotency_key, idempotency_scope,
-                                 request_digest, payload)
-            SELECT %(ticket_id)s, %(component_type)s, %(component_id)s, %(session_id)s, %(user_id)s, 'queued', 0,
-                   %(max_attempts)s, line.last_seq + 1, %(serialized)s, %(serialized)s AND NOT line.occupied,
-                   %(idempotency_key)s, %(idempotency_scope)s, %(request_digest)s, %(payload)s::jsonb
-            FROM admitted, line
-            RETURNING is_head OR NOT serialized AS publish)
-        SELECT (SELECT open FROM gate), EXISTS (SELECT 1 FROM ticket), {answers}
-    """
     params = {
         **rows.params,
         **gate.params,
@@ -220,8 +259,12 @@ def _accept_once(ticket: NewTicket, rows: Rows, gate: _Gate) -> Admitted:
         "request_digest": ticket.request_digest,
         "payload": json.dumps(ticket.payload),
     }
+    calls = [_SESSION_LOCK.call(params)]
+    if gate.lock is not None:
+        calls.append(gate.lock.call(params))
+    sql, values = together(*calls, _accept_statement(rows, gate).call(params))
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, values)
         opened, accepted, *answers, publish = cursor.fetchone()
     return Admitted(accepted=accepted, full=not opened, answers=tuple(answers), publish=bool(publish))
 
@@ -249,38 +292,9 @@ def ticket_claim(*, ticket_id: str, worker_id: str, grace_seconds: float) -> Cla
 def _claim(*, ticket_id: str, worker_id: str, grace_seconds: float | None) -> Claim | None:
     """The claim statement, which also starts the job when the executor gives `start_sql` (else the caller calls
     `start` in the same transaction); `grace_seconds=None` takes only a queued ticket (no reclaim)."""
-    start_sql = _start_sql()
-    started = f", started AS ({start_sql})" if start_sql else ""
-    row = _update_returning(
-        f"""
-        WITH old AS (SELECT id, status, serialized, created_at, updated_at,
-                            attempt = 0 AND available_at = created_at AS fresh  -- never ran, never requeued
-                     FROM {TABLE} WHERE id = %s),
-        claimed AS (
-            UPDATE {TABLE} AS t SET status = 'running', attempt = t.attempt + 1, locked_by = %s,
-                   locked_at = statement_timestamp(), updated_at = statement_timestamp()
-            FROM old
-            WHERE t.id = old.id AND t.attempt < t.max_attempts
-              AND ((t.status = 'queued' AND t.available_at <= statement_timestamp()
-                    AND (t.is_head OR NOT t.serialized))
-                   OR (t.status = 'running' AND %s::float IS NOT NULL
-                       AND t.locked_at < statement_timestamp() - %s::float * interval '1 second'))
-              AND NOT (t.serialized AND EXISTS (
-                    SELECT 1 FROM {TABLE} AS earlier
-                    WHERE earlier.session_id = t.session_id AND earlier.serialized
-                      AND earlier.status IN {_LIVE_SQL} AND earlier.session_seq < t.session_seq))
-            RETURNING t.id, t.attempt, t.max_attempts, t.session_id, t.payload, old.status AS previous,
-                      t.component_type, t.component_id,
-                      CASE WHEN old.fresh THEN extract(epoch FROM statement_timestamp() - old.created_at) END
-                          AS waited,
-                      CASE WHEN old.fresh AND old.serialized AND old.updated_at > old.created_at
-                           THEN extract(epoch FROM statement_timestamp() - old.updated_at) END AS handed)
-        {started}
-        SELECT attempt, max_attempts, session_id, payload, previous, waited, handed, component_type, component_id
-        FROM claimed
-        """,
-        [ticket_id, worker_id, grace_seconds, grace_seconds],
-    )
+    params = {"ticket_id": ticket_id, "worker_id": worker_id, "grace": grace_seconds}
+    sql, values = _claim_statement(_start_sql()).call(params)
+    row = _update_returning(sql, values)
     if row is None:
         return None
     attempt, max_attempts, session_id, payload, previous, waited, handed, component_type, component_id = row
@@ -300,6 +314,44 @@ def _claim(*, ticket_id: str, worker_id: str, grace_seconds: float | None) -> Cl
         claimed_at=time.monotonic(),
         component=(component_type, component_id),
     )
+
+
+_claims: dict[str | None, Prepared] = {}
+
+
+def _claim_statement(start_sql: str | None) -> Prepared:
+    if start_sql not in _claims:
+        started = f", started AS ({start_sql})" if start_sql else ""
+        sql = f"""
+            WITH old AS (SELECT id, status, serialized, created_at, updated_at,
+                                attempt = 0 AND available_at = created_at AS fresh  -- never ran, never requeued
+                         FROM {TABLE} WHERE id = %(ticket_id)s),
+            claimed AS (
+                UPDATE {TABLE} AS t SET status = 'running', attempt = t.attempt + 1, locked_by = %(worker_id)s,
+                       locked_at = statement_timestamp(), updated_at = statement_timestamp()
+                FROM old
+                WHERE t.id = old.id AND t.attempt < t.max_attempts
+                  AND ((t.status = 'queued' AND t.available_at <= statement_timestamp()
+                        AND (t.is_head OR NOT t.serialized))
+                       OR (t.status = 'running' AND %(grace)s IS NOT NULL
+                           AND t.locked_at < statement_timestamp() - %(grace)s * interval '1 second'))
+                  AND NOT (t.serialized AND EXISTS (
+                        SELECT 1 FROM {TABLE} AS earlier
+                        WHERE earlier.session_id = t.session_id AND earlier.serialized
+                          AND earlier.status IN {_LIVE_SQL} AND earlier.session_seq < t.session_seq))
+                RETURNING t.id, t.attempt, t.max_attempts, t.session_id, t.payload, old.status AS previous,
+                          t.component_type, t.component_id,
+                          CASE WHEN old.fresh THEN extract(epoch FROM statement_timestamp() - old.created_at) END
+                              AS waited,
+                          CASE WHEN old.fresh AND old.serialized AND old.updated_at > old.created_at
+                               THEN extract(epoch FROM statement_timestamp() - old.updated_at) END AS handed)
+            {started}
+            SELECT attempt, max_attempts, session_id, payload, previous, waited, handed, component_type, component_id
+            FROM claimed
+        """
+        name = "agentos_claim_started" if start_sql else "agentos_claim"
+        _claims[start_sql] = Prepared(name, sql, {"ticket_id": "uuid", "worker_id": "text", "grace": "float8"})
+    return _claims[start_sql]
 
 
 def _start_sql() -> str | None:
@@ -348,6 +400,25 @@ class Finished:
     next_claim: Claim | None = None
 
 
+_FINISH = Prepared(
+    "agentos_finish",
+    f"""
+    UPDATE {TABLE} SET status = %(status)s, error = %(error)s, locked_by = NULL, is_head = is_head AND NOT %(terminal)s,
+           completed_at = CASE WHEN %(terminal)s THEN statement_timestamp() END, updated_at = statement_timestamp()
+    WHERE id = %(ticket_id)s AND status = 'running' AND locked_by = %(worker_id)s AND attempt = %(attempt)s
+    RETURNING 1
+    """,
+    {
+        "status": "text",
+        "error": "text",
+        "terminal": "boolean",
+        "ticket_id": "uuid",
+        "worker_id": "text",
+        "attempt": "int",
+    },
+)
+
+
 def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> Finished | None:
     """End the attempt `claim` owns: running → completed | failed | cancelled | paused, in one short transaction.
 
@@ -360,17 +431,16 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
     assert outcome.status in (*TERMINAL, TicketStatus.PAUSED)
     terminal = outcome.status != TicketStatus.PAUSED
     with transaction.atomic():
-        updated = _update_returning(  # the session lock and the fenced change, in one round trip
-            f"""
-            SELECT pg_advisory_xact_lock(hashtextextended(%s, 7));
-            UPDATE {TABLE} SET status = %s, error = %s, locked_by = NULL, is_head = is_head AND NOT %s,
-                   completed_at = CASE WHEN %s THEN statement_timestamp() END, updated_at = statement_timestamp()
-            WHERE id = %s AND status = 'running' AND locked_by = %s AND attempt = %s
-            RETURNING 1
-            """,
-            [claim.session_id, outcome.status, outcome.error, terminal, terminal, claim.ticket_id, claim.worker_id,
-             claim.attempt],
-        )  # fmt: skip
+        params = {
+            "session_id": claim.session_id,
+            "status": outcome.status,
+            "error": outcome.error,
+            "terminal": terminal,
+            "ticket_id": claim.ticket_id,
+            "worker_id": claim.worker_id,
+            "attempt": claim.attempt,
+        }
+        updated = _update_returning(*together(_SESSION_LOCK.call(params), _FINISH.call(params)))  # one round trip
         if not updated:
             return None
         _changed_by(claim, "finish", outcome.status)
@@ -590,25 +660,27 @@ def ticket_prune(*, retention_seconds: float, batch: int = 1000) -> int:
     return deleted
 
 
+_PROMOTE = Prepared(
+    "agentos_promote",
+    f"""
+    UPDATE {TABLE} SET is_head = true, updated_at = statement_timestamp()
+    WHERE id = (SELECT id FROM {TABLE} WHERE session_id = %(session_id)s AND serialized AND status IN {_LIVE_SQL}
+                ORDER BY session_seq LIMIT 1)
+      AND NOT is_head
+      AND NOT EXISTS (SELECT 1 FROM {TABLE} WHERE session_id = %(session_id)s AND is_head)
+    RETURNING id, status
+    """,
+    {"session_id": "text"},
+)
+
+
 def promote_next_head(session_id: str, *, publish: bool = True) -> str | None:
     """Make the session's earliest live serialized ticket its head, if it has none; returns it if it is queued
     (and, with `publish`, sends its message after commit).
 
     Runs inside the transaction that ended the previous head, under the session lock.
     """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            UPDATE {TABLE} SET is_head = true, updated_at = statement_timestamp()
-            WHERE id = (SELECT id FROM {TABLE} WHERE session_id = %s AND serialized AND status IN {_LIVE_SQL}
-                        ORDER BY session_seq LIMIT 1)
-              AND NOT is_head
-              AND NOT EXISTS (SELECT 1 FROM {TABLE} WHERE session_id = %s AND is_head)
-            RETURNING id, status
-            """,
-            [session_id, session_id],
-        )
-        row = cursor.fetchone()
+    row = _update_returning(*_PROMOTE.call({"session_id": session_id}))
     if row is None or row[1] != TicketStatus.QUEUED:
         return None
     if publish:

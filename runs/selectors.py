@@ -6,6 +6,7 @@ import datetime
 import json
 import uuid
 
+from agentos_project.postgres.prepared import Prepared
 from queueing.selectors import ticket_waiting_on
 
 from .exceptions import RunNotFound
@@ -30,22 +31,27 @@ def run_get(*, kind: str, component_id: str, run_id: str, session_id: str) -> Ru
 RUNS = Run._meta.db_table
 SESSIONS = AgentSession._meta.db_table
 # The run, its session's state and its history window (the messages of the last %(window)s completed runs, or all
-# with NULL), in one statement: what a worker needs to execute a leg.
-LEG_SQL = f"""
-    SELECT r.*, s.session_state::text AS leg_state,
+# with NULL), in one statement: what a worker needs to execute a leg. The run's columns are named (not r.*), so a
+# column a later migration adds does not change the prepared statement's result.
+LEG = Prepared(
+    "agentos_leg",
+    f"""
+    SELECT {", ".join(f"r.{field.column}" for field in Run._meta.concrete_fields)}, s.session_state::text AS leg_state,
            (SELECT coalesce(jsonb_agg(h.run_messages ORDER BY h.completed_at, h.run_id), '[]')::text
             FROM (SELECT run_messages, completed_at, run_id FROM {RUNS}
                   WHERE session_id = r.session_id AND status = 'COMPLETED'
                   ORDER BY completed_at DESC, run_id DESC LIMIT %(window)s) AS h) AS leg_history
     FROM {RUNS} AS r JOIN {SESSIONS} AS s ON s.session_id = r.session_id
     WHERE r.run_id = %(run_id)s AND r.attempt = %(attempt)s
-"""
+    """,
+    {"window": "bigint", "run_id": "uuid", "attempt": "int"},
+)
 
 
 def run_for_leg(*, run_id: str, attempt: int, window: int | None) -> tuple[Run, dict, list[dict]] | None:
     """The run as `attempt` left it, its session's state and its history (`session_history`), in one round trip;
     None when a newer attempt started the run."""
-    found = list(Run.objects.raw(LEG_SQL, {"run_id": run_id, "attempt": attempt, "window": window}))
+    found = list(Run.objects.raw(*LEG.call({"run_id": run_id, "attempt": attempt, "window": window})))
     if not found:
         return None
     run = found[0]

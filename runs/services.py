@@ -116,6 +116,15 @@ ACCEPT_ROWS = f"""
         RETURNING run_id)"""
 
 
+ACCEPT_TYPES = {
+    "message": "text",
+    "session_state": "jsonb",
+    "metadata": "jsonb",
+    "background": "boolean",
+    "stream": "boolean",
+}
+
+
 def _json_or_null(value) -> str | None:
     return None if value is None else json.dumps(value)
 
@@ -154,6 +163,7 @@ def run_submit(*, submission: Submission) -> Accepted:
         request_digest=submission.digest(),
     )
     rows = Rows(
+        "run",
         ACCEPT_ROWS,
         {
             "message": submission.message,
@@ -162,6 +172,7 @@ def run_submit(*, submission: Submission) -> Accepted:
             "background": submission.background,
             "stream": submission.stream,
         },
+        types=ACCEPT_TYPES,
         answers=("EXISTS (SELECT 1 FROM owner)",),
     )
     try:
