@@ -13,6 +13,7 @@ from django.db.models.functions import Now
 
 from agentos_project.conf import current
 from agentos_project.exceptions import first_line
+from agentos_project.postgres.prepared import Prepared, together
 from agents_registry.context import RunResult
 from agents_registry.events import event_name
 from queueing import metrics
@@ -263,78 +264,85 @@ def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None
     is stored as `jsonsafe.storable` makes it (a NUL or an unpaired surrogate becomes U+FFFD).
     """
     sink, result = leg.sink, leg.result
+    row = {"run_id": run_id, "attempt": attempt, "next_event_index": None}
     if result is None:
         error = storable(leg.error)
         if final:
             sink.emit(event_name(sink.run.component_type, "error"), {"content": error})
-        fields = {
-            "status": RunStatus.ERROR if final else RunStatus.PENDING,
-            "content": error,
-            "completed_at": NOW if final else None,
-        }
-        if final:
-            fields["continued_tools"] = None
+        update = _RECORD_ERROR
+        row.update(status=RunStatus.ERROR if final else RunStatus.PENDING, content=error, final=final)
     else:
         status = LEG_STATUS[result.status]
         if status == RunStatus.CANCELLED:
             sink.emit(event_name(sink.run.component_type, "cancelled"), {"content": storable(result.content)})
-        fields = {
-            "status": status,
-            "content": storable(result.content),
-            "metrics": storable(result.metrics),
-            "tools": storable(result.tools),
-            "run_messages": storable(result.messages),
-            "cancellation_stage": "EXECUTING" if status == RunStatus.CANCELLED else None,
-            "completed_at": None if status == RunStatus.PAUSED else NOW,
-            "continued_tools": None,  # this leg applied them
-        }
-    statements = [_events_insert(sink), _run_update(run_id, attempt, {"next_event_index": sink.next_index, **fields})]
+        update = _RECORD_RESULT
+        row.update(
+            status=status,
+            content=storable(result.content),
+            metrics=_json_or_null(storable(result.metrics)),
+            tools=_json_or_null(storable(result.tools)),
+            run_messages=json.dumps(storable(result.messages)),
+            cancellation_stage="EXECUTING" if status == RunStatus.CANCELLED else None,
+            completed=status != RunStatus.PAUSED,
+        )
+    row["next_event_index"] = sink.next_index
+    calls = [update.call(row)]
+    if sink.stored:
+        events = {"run_id": run_id, "attempt": sink.attempt, "events": json.dumps(storable(sink.stored))}
+        calls.insert(0, _STORE_EVENTS.call(events))
     if result is not None and result.status == RunResult.COMPLETED:
-        statements.append(_state_update(sink.run.session_id, result.session_state))
-    _execute_together(statements)
+        state = {"session_id": sink.run.session_id, "state": json.dumps(storable(result.session_state))}
+        calls.append(_SAVE_STATE.call(state))
+    with connection.cursor() as cursor:
+        cursor.execute(*together(*calls))  # one round trip
     sink.publish_held_on_commit()
 
 
-JSON_COLUMNS = {"metrics", "tools", "run_messages", "continued_tools", "session_state_input", "metadata"}
-NOW = Now()
-
-
-def _run_update(run_id, attempt: int, fields: dict) -> tuple[str, list]:
-    """UPDATE of the run's `fields` (a value `NOW` is the statement's time), fenced on `attempt`."""
-    sets, params = [], []
-    for name, value in fields.items():
-        if value is NOW:
-            sets.append(f"{name} = statement_timestamp()")
-        elif name in JSON_COLUMNS:
-            sets.append(f"{name} = %s::jsonb")
-            params.append(None if value is None else json.dumps(value))
-        else:
-            sets.append(f"{name} = %s")
-            params.append(value)
-    return f"UPDATE {RUNS} SET {', '.join(sets)} WHERE run_id = %s AND attempt = %s", [*params, run_id, attempt]
-
-
-def _events_insert(sink: EventSink) -> tuple[str, list] | None:
-    if not sink.stored:
-        return None
-    rows, params = [], []
-    for event in sink.stored:
-        rows.append("(%s, %s, %s, %s, %s::jsonb)")
-        params += [sink.run.run_id, event["event_index"], sink.attempt, event["event"], json.dumps(storable(event))]
-    sql = f"INSERT INTO {EVENTS} (run_id, event_index, attempt, event, data) VALUES {', '.join(rows)}"
-    return sql, params
-
-
-def _state_update(session_id: str, state: dict) -> tuple[str, list]:
-    sql = f"UPDATE {SESSIONS} SET session_state = %s::jsonb, updated_at = statement_timestamp() WHERE session_id = %s"
-    return sql, [json.dumps(storable(state)), session_id]
-
-
-def _execute_together(statements: list[tuple[str, list] | None]) -> None:
-    """Run the statements in one round trip (one message of several statements, inside the caller's transaction)."""
-    statements = [statement for statement in statements if statement is not None]
-    with connection.cursor() as cursor:
-        cursor.execute(";\n".join(sql for sql, _ in statements), [p for _, params in statements for p in params])
+_FENCE_TYPES = {"run_id": "uuid", "attempt": "int", "next_event_index": "int", "status": "text", "content": "text"}
+_RECORD_RESULT = Prepared(
+    "agentos_record_result",
+    f"""
+    UPDATE {RUNS} SET next_event_index = %(next_event_index)s, status = %(status)s, content = %(content)s,
+           metrics = %(metrics)s, tools = %(tools)s, run_messages = %(run_messages)s,
+           cancellation_stage = %(cancellation_stage)s,
+           completed_at = CASE WHEN %(completed)s THEN statement_timestamp() END,
+           continued_tools = NULL  -- this leg applied them
+    WHERE run_id = %(run_id)s AND attempt = %(attempt)s
+    """,
+    {
+        **_FENCE_TYPES,
+        "metrics": "jsonb",
+        "tools": "jsonb",
+        "run_messages": "jsonb",
+        "cancellation_stage": "text",
+        "completed": "boolean",
+    },
+)
+_RECORD_ERROR = Prepared(  # final: the run ends ERROR; else it waits for its retry, PENDING
+    "agentos_record_error",
+    f"""
+    UPDATE {RUNS} SET next_event_index = %(next_event_index)s, status = %(status)s, content = %(content)s,
+           completed_at = CASE WHEN %(final)s THEN statement_timestamp() END,
+           continued_tools = CASE WHEN %(final)s THEN NULL ELSE continued_tools END
+    WHERE run_id = %(run_id)s AND attempt = %(attempt)s
+    """,
+    {**_FENCE_TYPES, "final": "boolean"},
+)
+_STORE_EVENTS = Prepared(
+    "agentos_store_events",
+    f"""
+    INSERT INTO {EVENTS} (run_id, event_index, attempt, event, data)
+    SELECT %(run_id)s, (event ->> 'event_index')::int, %(attempt)s, event ->> 'event', event
+    FROM jsonb_array_elements(%(events)s) AS event
+    """,
+    {"run_id": "uuid", "attempt": "int", "events": "jsonb"},
+)
+_SAVE_STATE = Prepared(
+    "agentos_save_state",
+    f"UPDATE {SESSIONS} SET session_state = %(state)s, updated_at = statement_timestamp() "
+    "WHERE session_id = %(session_id)s",
+    {"state": "jsonb", "session_id": "text"},
+)
 
 
 def run_end_unexecuted(*, run_id, status: str, content: str, stage: str | None, event_role: str) -> None:
