@@ -1,5 +1,5 @@
 """The ASGI application: Django behind a body limit that holds for every path and every kind of body, with
-its synchronous code on a few long-lived threads.
+its synchronous code (all of it: middleware and views) entered once per request, on a few long-lived threads.
 
 Django runs each request's synchronous part (middleware and DRF views) on a thread of that request's own,
 kept until the response ends: with streams open for minutes, that is a thread per open stream. Here each
@@ -12,9 +12,10 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from asgiref.sync import ThreadSensitiveContext
+import django
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.core.asgi import get_asgi_application
+from django.core.handlers.asgi import ASGIHandler
 
 from .bodylimit import BodyLimit
 
@@ -56,4 +57,19 @@ class SharedThreads:
             await self.app(scope, receive, send)
 
 
-application = BodyLimit(SharedThreads(get_asgi_application()), limit=settings.MAX_BODY_BYTES)
+class SyncChainHandler(ASGIHandler):
+    """Django's ASGI handler with its middleware chain and views called as one synchronous call.
+
+    Django builds an ASGI handler's chain around its asynchronous core: with synchronous middleware, a request
+    leaves the event loop for the middleware, comes back to it for the core, and leaves it again for a
+    synchronous view, then the same way back. Every view and middleware here is synchronous, so the whole chain is
+    built synchronous and entered once, on the request's thread (`SharedThreads`).
+    """
+
+    def load_middleware(self, is_async=False):
+        super().load_middleware(is_async=False)
+        self._middleware_chain = sync_to_async(self._middleware_chain, thread_sensitive=True)
+
+
+django.setup(set_prefix=False)
+application = BodyLimit(SharedThreads(SyncChainHandler()), limit=settings.MAX_BODY_BYTES)

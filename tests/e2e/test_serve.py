@@ -41,8 +41,11 @@ def wait_run(serve, run_id: str, session_id: str, statuses: tuple[str, ...], tim
 def test_serve_answers_health_runs_a_stub_run_and_stops_every_child_on_sigint(start_serve, tmp_path):
     serve = start_serve()
     assert serve.get("/health")["status"] == "ok"
-    children = psutil.Process(serve.pid).children()
-    assert len(children) == 3, "web, worker and sweeper"
+    supervisor = psutil.Process(serve.pid)
+    children = supervisor.children()
+    assert sorted(child.cmdline()[2] for child in children) == ["celery", "uvicorn"], "web, and a worker that sweeps"
+    assert supervisor.cmdline()[1].endswith("supervisor.py"), "serve became a supervisor without Django"
+    assert supervisor.memory_info().rss < 40 * 2**20
 
     accepted = serve.submit("srv", "served sleep=0")
     assert accepted.status_code == 202
