@@ -96,6 +96,7 @@ class Server:
     host: str = "127.0.0.1"
     port: int = 7777
     log_format: str = "text"  # or "json": one object per line
+    task_events: bool = False  # Celery worker task events (Flower turns them on by itself while it watches)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,6 +241,7 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Age
             host=env.text("AGENTOS_HOST", "127.0.0.1"),
             port=env.integer("AGENTOS_PORT", 7777, minimum=1),
             log_format=env.choice("AGENTOS_LOG_FORMAT", "text", ("text", "json")),
+            task_events=env.boolean("AGENTOS_TASK_EVENTS", False),
         ),
         streams=Streams(
             keepalive_seconds=env.number("AGENTOS_STREAM_KEEPALIVE_SECONDS", 15.0, minimum=0, strict=True),

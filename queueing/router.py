@@ -45,13 +45,16 @@ def publish(ticket_id, *, countdown: float | None = None) -> bool:
 
 
 def publish_many(items: list[tuple[object, float | None]]) -> int:
-    """Send the execute messages of `items` (ticket id, countdown) in one pipeline of the broker's, and set their
-    markers in one more round trip; returns how many went out (all, or none when the broker refused: the sweeper
-    sends them later, and a message of the batch that did go out meanwhile only makes a harmless duplicate).
+    """Send the execute messages of `items` (ticket id, countdown) in one pipeline of the broker's, their markers set
+    first in one round trip; returns how many went out: all, or none when the broker refused (their markers are
+    taken back, so the sweeper sends them later; a message of the batch that did go out meanwhile only makes a
+    harmless duplicate). Marking first means a worker that takes a message at once never finds its marker
+    missing and then sees it appear, which would hide a later loss of that ticket's message.
 
     The messages go to the queue itself (the anonymous exchange, routing key = queue), which the worker consumes
     either way, and which spares kombu's Redis transport a lookup of the exchange's bindings per message.
     """
+    _mark(items, live=True)
     queue = app.conf.task_default_queue
     try:
         with app.producer_or_acquire() as producer, producer.batch(max_size=2 * len(items)):
@@ -67,20 +70,23 @@ def publish_many(items: list[tuple[object, float | None]]) -> int:
                 )
     except Exception as error:  # the broker is down or refused: the sweeper re-dispatches later
         log.warning("dispatch failed ticket=%s error=%s (%d in the batch)", items[0][0], error, len(items))
+        _mark(items, live=False)
         return 0
-    _mark_live(items)
     return len(items)
 
 
-def _mark_live(sent: list[tuple[object, float | None]]) -> None:
+def _mark(items: list[tuple[object, float | None]], *, live: bool) -> None:
     grace = max(10, 2 * current().queue.lock_grace_seconds)
     try:
         pipeline = markers().pipeline(transaction=False)
-        for ticket_id, countdown in sent:
-            pipeline.set(MARKER.format(ticket_id), 1, ex=int(grace + (countdown or 0)) + 1)
+        for ticket_id, countdown in items:
+            if live:
+                pipeline.set(MARKER.format(ticket_id), 1, ex=int(grace + (countdown or 0)) + 1)
+            else:
+                pipeline.delete(MARKER.format(ticket_id))
         pipeline.execute()
-    except redis.RedisError as error:  # the messages went out; without their markers a duplicate may follow
-        log.warning("markers not set for %d message(s) error=%s", len(sent), error)
+    except redis.RedisError as error:  # without their markers, a duplicate of these messages may follow
+        log.warning("markers not %s for %d message(s) error=%s", "set" if live else "taken back", len(items), error)
 
 
 class Publisher(OffThread):
@@ -116,10 +122,24 @@ def on_commit(ticket_id, *, countdown: float | None = None) -> None:
     transaction.on_commit(lambda: publisher.submit(ticket_id, countdown))
 
 
+class Consumed(OffThread):
+    """Takes the markers of arrived messages away, from a thread of its own, many in one round trip."""
+
+    name = "agentos-consumed"
+    batch = 500
+
+    def handle(self, items: list) -> None:
+        with contextlib.suppress(redis.RedisError):
+            markers().delete(*(MARKER.format(ticket_id) for ticket_id in items))
+
+
+consumed_markers = Consumed()
+
+
 def consumed(ticket_id) -> None:
-    """The message for `ticket_id` arrived: its marker goes (best effort)."""
-    with contextlib.suppress(redis.RedisError):
-        markers().delete(MARKER.format(ticket_id))
+    """The message for `ticket_id` arrived: its marker goes (best effort, soon: a marker that outlives its message
+    a moment only delays the sweeper's re-publish by as much)."""
+    consumed_markers.put(ticket_id)
 
 
 def without_message(ticket_ids: Iterable) -> list:

@@ -42,10 +42,14 @@ def _stale(conf: QueueSettings):
     return Ticket.objects.filter(status=TicketStatus.RUNNING, locked_at__lt=Now() - grace)
 
 
+SETTLE_SECONDS = 5.0
+
+
 def lost_messages(conf: QueueSettings) -> list:
-    """Claimable tickets (queued, available, head or unordered) with no live broker message, settled for a moment
-    so a publish still on its way after commit is not doubled."""
-    settled = Now() - datetime.timedelta(seconds=max(2.0, conf.poll_interval))
+    """Claimable tickets (queued, available, head or unordered) with no live broker message, settled for a while
+    (SETTLE_SECONDS, or the poll interval if longer) so a publish still on its way after commit is not doubled: a
+    busy web process's publisher may be seconds behind its commits."""
+    settled = Now() - datetime.timedelta(seconds=max(SETTLE_SECONDS, conf.poll_interval))
     claimable = Ticket.objects.filter(
         Q(is_head=True) | Q(serialized=False),
         status=TicketStatus.QUEUED,

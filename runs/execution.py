@@ -65,9 +65,12 @@ def mark_tools_applied(*, run_id, attempt: int) -> None:
     Run.objects.filter(pk=run_id, attempt=attempt).update(tools_applied_attempt=attempt)
 
 
-def first_event_index(run: Run) -> int:
+def first_event_index(run: Run, *, leg: bool = False) -> int:
     """Where a new leg (or a terminal event written from outside) numbers on from: after the last index stored
-    and after the last one published, so an attempt that died before storing its events is not overlapped."""
+    and after the last one published, so an attempt that died before storing its events is not overlapped. A
+    run's first leg (`leg`, attempt 1) follows no attempt, so Redis need not be asked."""
+    if leg and run.attempt <= 1:
+        return run.next_event_index
     return max(run.next_event_index, eventbus.last_index(run.run_id) + 1)
 
 
@@ -95,7 +98,7 @@ def run_leg(
     about to run its confirmed tools. A timeout becomes an error `Run exceeded timeout_seconds=N`. `inputs`, the
     session's state and history window when the caller read them with the run (`run_for_leg`), saves reading them.
     """
-    sink = EventSink(run, attempt, first_event_index(run))
+    sink = EventSink(run, attempt, first_event_index(run, leg=True))
     try:
         component = registry.get(run.component_type, run.component_id)
     except ComponentNotFound:

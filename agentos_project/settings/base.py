@@ -106,8 +106,9 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Celery: the broker carries ticket ids only; PostgreSQL holds the truth, so results are not stored. Worker task
-# events stay on, so Flower (or `celery events`) pointed at the same broker shows the workers and their tasks.
-# The publisher's task-sent events are off: they cost a fifth of the drain rate here (docs/benchmarks.md).
+# events are off unless AGENTOS_TASK_EVENTS=true (they cost a worker about a tenth of its CPU per run here); Flower
+# turns them on by itself while it watches (`enable_events`). The publisher's task-sent events stay off: they cost
+# a fifth of the drain rate here (docs/benchmarks.md).
 CELERY_BROKER_URL = AGENTOS.services.celery_broker_url
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -120,7 +121,7 @@ CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # a worker waits out a broker outag
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5}
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-CELERY_WORKER_SEND_TASK_EVENTS = True
+CELERY_WORKER_SEND_TASK_EVENTS = AGENTOS.server.task_events
 CELERY_TASK_SEND_SENT_EVENT = False
 
 LOGGING = {

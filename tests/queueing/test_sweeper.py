@@ -45,6 +45,7 @@ def test_a_message_marked_live_is_left_alone_until_consumed(redis_db):
 
     assert lost_messages(conf()) == []
     router.consumed(ticket_id)
+    assert router.consumed_markers.flush()
     assert lost_messages(conf()) == [snapshot(ticket_id)["id"]]
 
 
