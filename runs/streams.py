@@ -228,12 +228,16 @@ async def _buffered_frames(tail: Tail) -> list[str]:
     return tail.take_all(buffered[0]) if buffered else []
 
 
-async def run_tail(run_id, kind: str, *, after: int = -1) -> AsyncIterator[str]:
-    """The run's events above `after` as SSE, live, until its stream ends (a submit with stream=true)."""
+async def run_tail(run_id, kind: str, *, after: int = -1, fresh: bool = False) -> AsyncIterator[str]:
+    """The run's events above `after` as SSE, live, until its stream ends (a submit with stream=true).
+
+    `fresh`: the run was queued by this very request (a submit, a continue), so it has not ended unseen: what it
+    published is in the buffer, and the database need not be asked first whether it ended (if its buffer was lost,
+    the first quiet keepalive time asks)."""
     tail = Tail(str(run_id), kind, last=after)
     try:
         async with hub().listening(eventbus.channel(run_id)) as queue:
-            for sse in await _catch_up(tail):
+            for sse in await (_buffered_frames(tail) if fresh else _catch_up(tail)):
                 yield sse
             async for sse in follow(tail, queue):
                 yield sse

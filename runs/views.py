@@ -50,7 +50,9 @@ def answer(
     """How a submit or a continue answers: with `stream`, the run's SSE tail from after `after`; else the 202
     (`accepted`) of a background run, or an inline run's body once `done`. Given `done` (an inline run), a
     client that disconnects cancels the run."""
-    tail = run_tail(run_id, kind, after=after) if stream else None
+    # The run had not ended when this request saw it, so whatever ends it is published to its buffer.
+    fresh = accepted is None or accepted.status in ("PENDING", "RUNNING")
+    tail = run_tail(run_id, kind, after=after, fresh=fresh) if stream else None
     if done is not None:
         return (
             sse_response(cancelled_on_disconnect(run_id, tail))
