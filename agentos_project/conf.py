@@ -42,6 +42,7 @@ class Services:
     redis_url: str
     celery_broker_url: str
     database_pool_size: int | None = 16  # connections a process may have open at once (None: no cap)
+    database_prepare: bool = True  # server-side prepared statements (off behind a transaction-mode pooler)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,6 +189,7 @@ def _services(env: _Reader) -> Services:
     pool_size = env.integer("AGENTOS_DB_POOL_SIZE", 16, minimum=0)
     return Services(
         database_pool_size=pool_size or None,
+        database_prepare=env.boolean("AGENTOS_DB_PREPARE", True),
         database_url=env.url("DATABASE_URL", EMBEDDED_DATABASE_URL, ("postgres", "postgresql")),
         redis_url=redis_url,
         celery_broker_url=env.url(
@@ -250,7 +252,7 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Age
     )
 
 
-def database_settings(url: str, *, pool_size: int | None = None) -> dict:
+def database_settings(url: str, *, pool_size: int | None = None, prepare: bool = True) -> dict:
     """Django's DATABASES entry for a postgres:// URL (host may also come from ?host=/socket/dir), with at most
     `pool_size` connections open per process (`agentos_project.postgres`)."""
     parts = urlsplit(url)
@@ -270,6 +272,7 @@ def database_settings(url: str, *, pool_size: int | None = None) -> dict:
         "CONN_HEALTH_CHECKS": True,
         "POOL_SIZE": pool_size,
         "POOL_TIMEOUT": 10.0,
+        "PREPARE": prepare,  # agentos_project.postgres.prepared
     }
 
 

@@ -129,7 +129,8 @@ def ticket_accept(*, ticket: NewTicket, rows: Rows = ONLY_THE_TICKET, max_queue_
     under any concurrency (see `_depth_gate`), and `QueueFull` is raised. Inside a caller's transaction it joins
     that transaction.
     """
-    depth = _depth_gate(max_queue_depth, FAST)
+    # Inside the caller's transaction a shared lock could not be let go of before trying again exactly: exact at once.
+    depth = _depth_gate(max_queue_depth, EXACT if connection.in_atomic_block else FAST)
     admitted = _accept_once(ticket, rows, depth)
     if not admitted.accepted and admitted.full and depth.mode == FAST:
         admitted = _accept_once(ticket, rows, _depth_gate(max_queue_depth, EXACT))

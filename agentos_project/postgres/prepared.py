@@ -7,6 +7,10 @@ per connection (`PREPARE`, on its first use there) and then sent as `EXECUTE nam
 PREPARE is not transactional (a rollback keeps it) and lasts as long as the connection, so the names a connection
 has prepared are remembered with it; a new connection prepares again. Parameters are declared with their types,
 so one value may serve contexts of different types (text and varchar, say).
+
+A pooler that hands one server connection to several clients in turn (PgBouncer in transaction mode) loses
+prepared statements between transactions: with `AGENTOS_DB_PREPARE=false` every statement is sent as text, each
+placeholder cast to its declared type, as it would be prepared.
 """
 
 from __future__ import annotations
@@ -40,10 +44,14 @@ class Prepared:
         self.execute_sql = (
             f"EXECUTE {name} ({', '.join(['%s'] * len(self.order))})" if self.order else f"EXECUTE {name}"
         )
+        self.occurrences = _PLACEHOLDER.findall(sql)
+        self.text = _PLACEHOLDER.sub(lambda match: f"(%s::{types[match.group(1)]})", sql)
 
     def call(self, params: dict) -> tuple[str, list]:
         """The EXECUTE for `params` (SQL and its values), prepared on this thread's connection first if need be:
-        to send alone or joined with others in one message."""
+        to send alone or joined with others in one message. Without prepared statements, the statement as text."""
+        if not enabled():
+            return self.text, [params[key] for key in self.occurrences]
         connection.ensure_connection()
         raw = connection.connection
         names = _prepared.get(raw)
@@ -54,6 +62,10 @@ class Prepared:
                 cursor.execute(self.prepare)
             names.add(self.name)
         return self.execute_sql, [params[key] for key in self.order]
+
+
+def enabled() -> bool:
+    return connection.settings_dict.get("PREPARE", True)
 
 
 def together(*calls: tuple[str, list]) -> tuple[str, list]:

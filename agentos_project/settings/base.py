@@ -72,7 +72,13 @@ TEMPLATES = [
     }
 ]
 
-DATABASES = {"default": database_settings(AGENTOS.services.database_url, pool_size=AGENTOS.services.database_pool_size)}
+DATABASES = {
+    "default": database_settings(
+        AGENTOS.services.database_url,
+        pool_size=AGENTOS.services.database_pool_size,
+        prepare=AGENTOS.services.database_prepare,
+    )
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 USE_TZ = True

@@ -1,13 +1,16 @@
 """Races proved with real, separate database connections (one per thread)."""
 
 import dataclasses
+import uuid
 
 import pytest
 
 from agentos_project.conf import current
+from queueing import tickets
 from queueing.exceptions import QueueFull
 from queueing.models import Ticket
 from queueing.sweeper import sweep_once
+from queueing.tickets import NewTicket
 
 from ..conftest import in_threads
 from .conftest import accept, backdate, claim, finish
@@ -73,3 +76,36 @@ def test_the_queue_depth_cap_is_exact_under_concurrent_accepts():
 
     assert (answers.count("accepted"), answers.count("full")) == (5, 35)
     assert Ticket.objects.filter(status="queued").count() == 5
+
+
+def test_the_depth_cap_stays_exact_when_accepts_far_from_it_take_the_shared_lock(monkeypatch):
+    """With max_connections taken as 20 and a cap of 30, accepts that see fewer than 10 queued admit under the shared
+    lock, concurrently; the rest count under the exclusive one. 16 threads (fewer than 20 connections) try 48, each
+    in no transaction of the caller's, as a submit does."""
+    monkeypatch.setattr(tickets, "_max_connections", lambda: 20)
+    modes = []
+    real_accept_once = tickets._accept_once
+
+    def recording(ticket, rows, gate):
+        modes.append(gate.mode)
+        return real_accept_once(ticket, rows, gate)
+
+    monkeypatch.setattr(tickets, "_accept_once", recording)
+
+    def try_accepts(index: int) -> list[str]:
+        answers = []
+        for n in range(3):
+            ticket = NewTicket(uuid.uuid4(), "job", "fake", f"race-fast-{index}-{n}", None, {}, True, 1)
+            try:
+                tickets.ticket_accept(ticket=ticket, max_queue_depth=30)
+                answers.append("accepted")
+            except QueueFull:
+                answers.append("full")
+        return answers
+
+    answers = [answer for answers in in_threads(16, try_accepts) for answer in answers]
+
+    assert (answers.count("accepted"), answers.count("full")) == (30, 18)
+    assert Ticket.objects.filter(status="queued").count() == 30
+    assert modes.count(tickets.FAST) == 48, "every accept tried the shared lock first"
+    assert modes.count(tickets.EXACT) >= 18, "and counted exactly once it saw the queue near full"

@@ -162,3 +162,32 @@ def test_nul_and_surrogates_in_tool_results_answers_and_state_are_stored_replace
     session = AgentSession.objects.get(pk="nul-2")
     assert session.session_state == {"seen": "\ufffd\ufffd"}
     assert session_history(session_id="nul-2")[-1] == {"role": "assistant", "content": "done \ufffd"}
+
+
+@pytest.fixture
+def windowed_agent():
+    agent = registry.register(Agent(id="windowed-2", name="Windowed", model=StubModel(), history_runs=2))
+    yield agent
+    registry.unregister(agent.kind, agent.id)
+
+
+def test_a_component_with_a_history_window_sees_the_messages_of_its_last_runs_only(redis_db, windowed_agent):
+    contents = []
+    for turn in range(4):
+        run_id = accept_run(session_id="window-1", message=f"turn {turn} sleep=0", component="windowed-2")
+        assert worker_execute(ticket_id=run_id) is True
+        contents.append(Run.objects.get(pk=run_id).content)
+
+    assert contents == [
+        "echo: turn 0 sleep=0 (history: 0 messages)",
+        "echo: turn 1 sleep=0 (history: 2 messages)",
+        "echo: turn 2 sleep=0 (history: 4 messages)",
+        "echo: turn 3 sleep=0 (history: 4 messages)",
+    ]
+    assert [m["content"] for m in session_history(session_id="window-1", runs=2)] == [
+        "turn 2 sleep=0",
+        "echo: turn 2 sleep=0 (history: 4 messages)",
+        "turn 3 sleep=0",
+        "echo: turn 3 sleep=0 (history: 4 messages)",
+    ]
+    assert len(session_history(session_id="window-1")) == 8, "the whole history stays, a row per run"

@@ -95,8 +95,11 @@ class Command(BaseCommand):
                 started.append(server)
                 self.stdout.write(f"embedded {type(server).__name__[8:]} at {masked(url)}")
                 if isinstance(server, EmbeddedPostgres):  # this process migrates it, with its password
-                    pool_size = current().services.database_pool_size
-                    settings.DATABASES["default"].update(database_settings(url, pool_size=pool_size))
+                    services = current().services
+                    database = database_settings(
+                        url, pool_size=services.database_pool_size, prepare=services.database_prepare
+                    )
+                    settings.DATABASES["default"].update(database)
         except BaseException:
             for server in reversed(started):
                 server.stop()
