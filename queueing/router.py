@@ -14,9 +14,14 @@ gets a harmless duplicate.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import logging
+import os
+import socket
 import time
+import uuid
 from collections.abc import Iterable
 
 import redis
@@ -45,48 +50,120 @@ def publish(ticket_id, *, countdown: float | None = None) -> bool:
 
 
 def publish_many(items: list[tuple[object, float | None]]) -> int:
-    """Send the execute messages of `items` (ticket id, countdown) in one pipeline of the broker's, their markers set
-    first in one round trip; returns how many went out: all, or none when the broker refused (their markers are
-    taken back, so the sweeper sends them later; a message of the batch that did go out meanwhile only makes a
-    harmless duplicate). Marking first means a worker that takes a message at once never finds its marker
-    missing and then sees it appear, which would hide a later loss of that ticket's message.
+    """Send the execute messages of `items` (ticket id, countdown), each ticket marked live first; returns how
+    many went out. Those the broker refused are unmarked (best effort), so the sweeper sends them later; a message
+    of the batch that did go out meanwhile only makes a harmless duplicate. Marking first means a worker that
+    takes a message at once never finds its marker missing and then sees it appear, which would hide a later loss.
 
-    The messages go to the queue itself (the anonymous exchange, routing key = queue), which the worker consumes
-    either way, and which spares kombu's Redis transport a lookup of the exchange's bindings per message.
+    With a Redis broker (the markers' Redis), the markers and the messages without a countdown go in one pipeline,
+    the messages written straight into the queue's list (`task_message`). Messages with a countdown, and every
+    message for another broker, go through Celery's send_task, in one kombu publish batch.
     """
-    _mark(items, live=True)
-    queue = app.conf.task_default_queue
+    now = [ticket_id for ticket_id, countdown in items if not countdown] if _redis_broker() else []
+    later = [(ticket_id, countdown) for ticket_id, countdown in items if countdown] if now else items
     try:
-        with app.producer_or_acquire() as producer, producer.batch(max_size=2 * len(items)):
-            for ticket_id, countdown in items:
-                app.send_task(
-                    EXECUTE_TASK,
-                    args=[str(ticket_id)],
-                    countdown=countdown or None,
-                    retry=False,
-                    producer=producer,
-                    exchange="",
-                    routing_key=queue,
-                )
+        pipeline = markers().pipeline(transaction=False)
+        _add_marks(pipeline, items)
+        if now:  # the markers' Redis is the broker's: one round trip for the markers and the messages
+            pipeline.lpush(app.conf.task_default_queue, *(task_message(ticket_id) for ticket_id in now))
+        pipeline.execute()
+    except redis.RedisError as error:
+        if now:
+            log.warning("dispatch failed ticket=%s error=%s (%d in the batch)", items[0][0], error, len(items))
+            _unmark(items)
+            return 0
+        log.warning("markers not set for %d message(s) error=%s", len(items), error)  # a duplicate may follow
+    try:
+        if later:
+            _send_tasks(later)
     except Exception as error:  # the broker is down or refused: the sweeper re-dispatches later
-        log.warning("dispatch failed ticket=%s error=%s (%d in the batch)", items[0][0], error, len(items))
-        _mark(items, live=False)
-        return 0
+        log.warning("dispatch failed ticket=%s error=%s (%d in the batch)", later[0][0], error, len(later))
+        _unmark(later)
+        return len(items) - len(later)
     return len(items)
 
 
-def _mark(items: list[tuple[object, float | None]], *, live: bool) -> None:
-    grace = max(10, 2 * current().queue.lock_grace_seconds)
-    try:
-        pipeline = markers().pipeline(transaction=False)
+def _redis_broker() -> bool:
+    return current().services.celery_broker_url.startswith(("redis://", "rediss://", "unix://"))
+
+
+def _send_tasks(items: list[tuple[object, float | None]]) -> None:
+    """Through Celery, in one kombu publish batch, to the queue itself (the anonymous exchange, routing key =
+    queue), which spares kombu's Redis transport a lookup of the exchange's bindings per message."""
+    queue = app.conf.task_default_queue
+    with app.producer_or_acquire() as producer, producer.batch(max_size=2 * len(items)):
         for ticket_id, countdown in items:
-            if live:
-                pipeline.set(MARKER.format(ticket_id), 1, ex=int(grace + (countdown or 0)) + 1)
-            else:
-                pipeline.delete(MARKER.format(ticket_id))
-        pipeline.execute()
-    except redis.RedisError as error:  # without their markers, a duplicate of these messages may follow
-        log.warning("markers not %s for %d message(s) error=%s", "set" if live else "taken back", len(items), error)
+            app.send_task(
+                EXECUTE_TASK,
+                args=[str(ticket_id)],
+                countdown=countdown or None,
+                retry=False,
+                producer=producer,
+                exchange="",
+                routing_key=queue,
+            )
+
+
+_HOST = socket.gethostname()
+_EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+
+
+def task_message(ticket_id) -> str:
+    """The execute message for `ticket_id` exactly as Celery (task protocol 2) and kombu's Redis transport put it in
+    the queue's list, made without their per-message machinery (a third of a web process's CPU per accept here).
+    `tests/queueing/test_router.py` holds it against the message Celery makes."""
+    task_id, tag = str(uuid.uuid4()), str(uuid.uuid4())
+    args = [str(ticket_id)]
+    body = base64.b64encode(json.dumps([args, {}, _EMBED]).encode()).decode()
+    headers = {
+        "lang": "py",
+        "task": EXECUTE_TASK,
+        "id": task_id,
+        "shadow": None,
+        "eta": None,
+        "expires": None,
+        "group": None,
+        "group_index": None,
+        "retries": 0,
+        "timelimit": [None, None],
+        "root_id": task_id,
+        "parent_id": None,
+        "argsrepr": repr(args),
+        "kwargsrepr": "{}",
+        "origin": f"gen{os.getpid()}@{_HOST}",
+        "ignore_result": None,
+        "replaced_task_nesting": 0,
+        "stamped_headers": None,
+        "stamps": {},
+    }
+    properties = {
+        "correlation_id": task_id,
+        "reply_to": app.thread_oid,
+        "delivery_mode": 2,
+        "delivery_info": {"exchange": "", "routing_key": app.conf.task_default_queue},
+        "priority": 0,
+        "body_encoding": "base64",
+        "delivery_tag": tag,
+    }
+    message = {
+        "body": body,
+        "content-encoding": "utf-8",
+        "content-type": "application/json",
+        "headers": headers,
+        "properties": properties,
+    }
+    return json.dumps(message)
+
+
+def _add_marks(pipeline, items: list[tuple[object, float | None]]) -> None:
+    grace = max(10, 2 * current().queue.lock_grace_seconds)
+    for ticket_id, countdown in items:
+        pipeline.set(MARKER.format(ticket_id), 1, ex=int(grace + (countdown or 0)) + 1)
+
+
+def _unmark(items: list[tuple[object, float | None]]) -> None:
+    with contextlib.suppress(redis.RedisError):  # else a duplicate may follow: harmless
+        markers().delete(*(MARKER.format(ticket_id) for ticket_id, _ in items))
 
 
 class Publisher(OffThread):
