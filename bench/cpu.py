@@ -3,7 +3,9 @@
 Every process on the machine is sorted into a kind by its command line: the web server (uvicorn), the worker
 (celery), the sweeper, the `serve` supervisor, the floor server, PostgreSQL and Redis. A scenario takes a
 `Meter` reading before and after and divides the CPU each kind spent by the runs it handled; the benchmark client
-(this process) is counted apart, as `client`.
+(this process) is counted apart, as `client`. PostgreSQL counts the backends (and autovacuum workers) of the
+benchmark's database and the server's shared writers (WAL writer, background writer, checkpointer), not the
+backends of other databases: a test suite running beside must not land in a figure.
 """
 
 from __future__ import annotations
@@ -17,11 +19,23 @@ KINDS = ("web", "worker", "sweeper", "supervisor", "postgres", "redis", "floor",
 SERVE_KINDS = ("web", "worker", "sweeper", "supervisor")
 
 
-def kind_of(process: psutil.Process) -> str | None:
+SHARED_POSTGRES = ("walwriter", "wal writer", "background writer", "checkpointer")
+
+
+def database() -> str:
+    from django.db import connection  # the benchmark's database: the one the server measured uses
+
+    return connection.settings_dict["NAME"]
+
+
+def kind_of(process: psutil.Process, database: str | None = None) -> str | None:
     try:
         name = process.name()
         if name.startswith("postgres"):
-            return "postgres"
+            title = " ".join(process.cmdline())
+            if database is None or f" {database} " in title or any(word in title for word in SHARED_POSTGRES):
+                return "postgres"
+            return None
         if name.startswith("redis-server"):
             return "redis"
         line = " ".join(process.cmdline())
@@ -51,8 +65,9 @@ def reading() -> dict[int, tuple[str, float]]:
     """Each known process's kind and CPU seconds so far, by pid."""
     seen = {}
     own = os.getpid()
+    name = database()
     for process in psutil.process_iter():
-        kind = "client" if process.pid == own else kind_of(process)
+        kind = "client" if process.pid == own else kind_of(process, name)
         if kind is None:
             continue
         try:

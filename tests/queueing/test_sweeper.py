@@ -3,11 +3,12 @@
 import dataclasses
 
 import pytest
+from django.db import connection
 
 from agentos_project.conf import current
 from queueing import router
 from queueing.models import Ticket
-from queueing.sweeper import lost_messages, sweep_once
+from queueing.sweeper import AUTOVACUUM_OFF, lost_messages, sweep_once, warn_if_autovacuum_off
 from queueing.tickets import SWEEP_ERROR
 
 from .conftest import accept, backdate, broker_messages, claim, snapshot
@@ -108,3 +109,12 @@ def test_a_stale_lease_whose_job_is_still_paused_at_heart_is_parked_back_to_paus
     assert executor.settled(parked) == [("paused", 1, None)]
     assert snapshot(behind)["is_head"] is False, "the session stays held by the paused run"
     assert snapshot(failed)["status"] == "failed"
+
+
+def test_the_sweeper_says_so_when_autovacuum_is_off(caplog):
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW autovacuum")
+        off = cursor.fetchone()[0] == "off"
+
+    assert warn_if_autovacuum_off() is off
+    assert [r.getMessage() for r in caplog.records if r.name == "agentos.sweeper"] == ([AUTOVACUUM_OFF] if off else [])

@@ -68,6 +68,7 @@ class Command(BaseCommand):
         return self._drain_measured(client, stream=stream).rate
 
     def _drain_measured(self, client: Client, *, stream: bool = False) -> Drain:
+        operations.vacuum_hot_tables()
         options = self.options
         return drain(
             client, runs=options["runs"], sessions=options["sessions"], clients=options["clients"], stream=stream
@@ -85,7 +86,9 @@ class Command(BaseCommand):
         single, bursts, floors = [], [], []
         floor = FloorServer(_database_url()) if self.floor else None
         for _ in range(repeats):
+            operations.vacuum_hot_tables()
             single.append(accept_burst(self.client, clients=1, total=100).p50)
+            operations.vacuum_hot_tables()
             bursts.append(accept_burst(self.client, clients=clients, total=800))
             if floor is not None:
                 with floor:
@@ -132,6 +135,7 @@ class Command(BaseCommand):
         median run time (started_at to completed_at) and hand-off gap of turns 1-50 and of the last 50."""
         figures: dict[str, list[float]] = {}
         for _ in range(repeats):
+            operations.vacuum_hot_tables()
             for name, value in growth.session_growth(self.client, turns=self.turns).items():
                 figures.setdefault(name, []).append(value)
         return [Figure(name, "ratio" if "/" in name else "ms", values) for name, values in figures.items()]
