@@ -40,7 +40,10 @@ class Run(models.Model):
     """One submitted run. `attempt` is the queue attempt that last wrote it (the fence for late writers)."""
 
     run_id = models.UUIDField(primary_key=True)
-    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="runs", db_column="session_id")
+    # No index of its own: `run_session_created` leads with the session (one index less to write per run).
+    session = models.ForeignKey(
+        AgentSession, on_delete=models.CASCADE, related_name="runs", db_column="session_id", db_index=False
+    )
     component_type = models.CharField(max_length=16)
     component_id = models.CharField(max_length=255)
     user_id = models.CharField(max_length=255, null=True, blank=True)
@@ -84,7 +87,7 @@ class Run(models.Model):
 class RunEvent(models.Model):
     """A stored event (all but content chunks). `event_index` is per run and strictly increasing."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)  # run_event_index
     event_index = models.PositiveIntegerField()
     attempt = models.PositiveIntegerField()
     event = models.CharField(max_length=64)

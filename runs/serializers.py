@@ -15,6 +15,7 @@ from rest_framework import serializers
 from rest_framework.fields import empty
 from rest_framework.utils import html
 
+from agentos_project.validation import ReusedFields
 from agentos_project.validation import validated as validate_request
 
 from . import jsonsafe
@@ -70,7 +71,7 @@ class JSONObjectField(_JSONField):
         return super().to_internal_value(data)
 
 
-class SubmitSerializer(serializers.Serializer):
+class SubmitSerializer(ReusedFields, serializers.Serializer):
     message = serializers.CharField(trim_whitespace=False, min_length=1)
     session_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)
     user_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)
