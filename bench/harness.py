@@ -98,17 +98,21 @@ class Client:
 
 
 def submit_all(
-    client: Client, plan: list[tuple[str, str]], clients: int, *, stream: bool = False
+    client: Client, plan: list[tuple[str, str]], clients: int, *, stream: bool = False, replicas: tuple = ()
 ) -> list[tuple[str, str, float, float]]:
     """Submit (session, message) pairs from `clients` threads, each session's runs in order on one thread (with
-    `stream`, each run's stream read to its end before the session's next run is sent)."""
+    `stream`, each run's stream read to its end before the session's next run is sent). With `replicas` (more
+    Clients of the same deployment), the sessions are spread over `client` and them in turn."""
     by_session: dict[str, list[str]] = {}
     for session_id, message in plan:
         by_session.setdefault(session_id, []).append(message)
-    submit = client.submit_streamed if stream else client.submit
+    servers = (client, *replicas)
+    place = {session_id: servers[n % len(servers)] for n, session_id in enumerate(by_session)}
 
     def one_session(item):
         session_id, messages = item
+        server = place[session_id]
+        submit = server.submit_streamed if stream else server.submit
         return [(session_id, *submit(session_id, message)) for message in messages]
 
     with ThreadPoolExecutor(clients) as pool:
@@ -200,13 +204,16 @@ class Drain:
     cpu: dict[str, float]
 
 
-def drain(client: Client, *, runs: int, sessions: int, clients: int = 16, stream: bool = False) -> Drain:
+def drain(
+    client: Client, *, runs: int, sessions: int, clients: int = 16, stream: bool = False, replicas: tuple = ()
+) -> Drain:
     """Runs per second from the first submit to the last completion (completion times as the server stored them).
-    With `stream`, every run is submitted with `stream=true` and its stream read to the end."""
+    With `stream`, every run is submitted with `stream=true` and its stream read to the end; with `replicas`, the
+    sessions are spread over them and `client`."""
     tag = uuid.uuid4().hex[:6]
     plan = [(f"drain-{tag}-{i % sessions}", f"run {i} sleep=0") for i in range(runs)]
     meter = cpu.Meter().start()
-    rows = submit_all(client, plan, clients, stream=stream)
+    rows = submit_all(client, plan, clients, stream=stream, replicas=replicas)
     wait_idle(client, timeout=900)
     spent = meter.stop()
     first_sent = min(sent for _, _, _, sent in rows)

@@ -130,6 +130,16 @@ class Command(BaseCommand):
             Figure("streamed / plain", "ratio", [s.rate / p.rate for s, p in zip(streamed, plain, strict=True)]),
         ]
 
+    def bench_replicas(self, repeats, **_):
+        """The drain spread over this server and --replica-url (a second serve of the same deployment: two web
+        processes and two workers in all). Compare with `drain` run while only one serve is up."""
+        if self.replica.url == self.client.url:
+            self.stdout.write("replicas: skipped (needs --replica-url)")
+            return []
+        drains = [self._drain_measured(self.client, replicas=(self.replica,)) for _ in range(repeats)]
+        name = f"drain over 2 replicas, {self.options['runs']} runs / {self.options['sessions']} sessions"
+        return [Figure(name, "runs/s", [d.rate for d in drains]), *_cpu_figures("per run", drains)]
+
     def bench_growth(self, repeats, **_):
         """One session of --turns turns with 2 KB messages on `windowed-agent` (a history window of 20 runs): the
         median run time (started_at to completed_at) and hand-off gap of turns 1-50 and of the last 50."""
