@@ -17,6 +17,7 @@ SCENARIOS = (
     "accept",
     "drain",
     "streamed",
+    "replicas",
     "handoff",
     "growth",
     "backlog",
@@ -67,11 +68,16 @@ class Command(BaseCommand):
     def _drain(self, client: Client, *, stream: bool = False) -> float:
         return self._drain_measured(client, stream=stream).rate
 
-    def _drain_measured(self, client: Client, *, stream: bool = False) -> Drain:
+    def _drain_measured(self, client: Client, *, stream: bool = False, replicas: tuple = ()) -> Drain:
         operations.vacuum_hot_tables()
         options = self.options
         return drain(
-            client, runs=options["runs"], sessions=options["sessions"], clients=options["clients"], stream=stream
+            client,
+            runs=options["runs"],
+            sessions=options["sessions"],
+            clients=options["clients"],
+            stream=stream,
+            replicas=replicas,
         )
 
     def bench_footprint(self, repeats, **_):
