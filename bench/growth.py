@@ -24,17 +24,17 @@ def _message(turn: int, rng: random.Random) -> str:
     return f"turn {turn} sleep=0 " + "".join(rng.choices(string.ascii_letters, k=2048))
 
 
-def session_growth(client: Client, *, turns: int = 1000) -> dict[str, float]:
+def session_growth(client: Client, *, turns: int = 1000, agent: str = AGENT) -> dict[str, float]:
     rng = random.Random(turns)
     session_id = f"growth-{uuid.uuid4().hex[:8]}"
     run_ids, accepted = [], {}
     for turn in range(turns):
-        run_id, elapsed, sent = client.submit(session_id, _message(turn, rng), agent=AGENT)
+        run_id, elapsed, sent = client.submit(session_id, _message(turn, rng), agent=agent)
         run_ids.append(run_id)
         accepted[run_id] = sent + elapsed
     bodies = {
         body["run_id"]: body
-        for body in wait_finished(client, [(run_id, session_id) for run_id in run_ids], timeout=900, agent=AGENT)
+        for body in wait_finished(client, [(run_id, session_id) for run_id in run_ids], timeout=900, agent=agent)
     }
     bodies = [bodies[run_id] for run_id in run_ids]
     if any(body["status"] != "COMPLETED" for body in bodies):

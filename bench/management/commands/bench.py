@@ -48,6 +48,9 @@ class Command(BaseCommand):
         parser.add_argument("--events", type=int, default=1000, help="events the stream scenario publishes")
         parser.add_argument("--tickets", type=int, default=100_000, help="tickets in the table (scenario ops)")
         parser.add_argument("--turns", type=int, default=1000, help="turns of the one session (scenario growth)")
+        parser.add_argument(
+            "--growth-agent", default="windowed-agent", help="the agent of scenario growth (AGENTOS_BENCH_AGENTS)"
+        )
         parser.add_argument("--no-floor", action="store_true", help="scenario accept without the floor server")
 
     def handle(self, *args, url, repeats, scenario, clients, runs, sessions, backlog, unordered_url, **options):
@@ -56,6 +59,7 @@ class Command(BaseCommand):
         self.events = options["events"]
         self.tickets = options["tickets"]
         self.turns = options["turns"]
+        self.growth_agent = options["growth_agent"]
         self.floor = not options["no_floor"]
         self.options = {"clients": clients, "runs": runs, "sessions": sessions}
         for name in scenario or SCENARIOS:
@@ -152,7 +156,7 @@ class Command(BaseCommand):
         figures: dict[str, list[float]] = {}
         for _ in range(repeats):
             operations.vacuum_hot_tables()
-            for name, value in growth.session_growth(self.client, turns=self.turns).items():
+            for name, value in growth.session_growth(self.client, turns=self.turns, agent=self.growth_agent).items():
                 figures.setdefault(name, []).append(value)
         return [Figure(name, "ratio" if "/" in name else "ms", values) for name, values in figures.items()]
 
