@@ -41,9 +41,10 @@ def seed(client: Client, *, tickets: int, heads: int = 100) -> str:
             SELECT gen_random_uuid() AS id, %(tag)s || '-' || h AS session_id, k + 1 AS seq
             FROM generate_series(0, %(heads)s - 1) AS h, generate_series(1, %(per_head)s) AS k;
             INSERT INTO {Run._meta.db_table} (run_id, session_id, component_type, component_id, status,
-                input_content, background, stream, queued, attempt, run_messages, next_event_index, created_at)
+                input_content, background, stream, queued, attempt, run_messages, next_event_index, tool_decisions,
+                created_at)
             SELECT id, session_id, 'agent', 'hitl-agent', 'PENDING', 'blocked sleep=0', true, false, true, 0,
-                   '[]'::jsonb, 0, now() FROM backlog;
+                   '[]'::jsonb, 0, '[]'::jsonb, now() FROM backlog;
             INSERT INTO {Ticket._meta.db_table} (id, component_type, component_id, session_id, status, attempt,
                 max_attempts, session_seq, serialized, is_head, idempotency_scope, available_at, payload,
                 created_at, updated_at)
