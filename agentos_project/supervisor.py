@@ -135,12 +135,13 @@ SPEC = "AGENTOS_SUPERVISOR_SPEC"
 
 
 def main() -> int:
-    """Run the supervisor `serve` described in the environment variable SPEC (JSON: commands, env, cwd,
-    stop_timeout, and the embedded servers to stop last), then stop those servers; returns the exit status."""
-    spec = json.loads(os.environ[SPEC])
+    """Run the supervisor `serve` described in the environment variable SPEC (JSON: commands, what their
+    environment adds to this one's, cwd, stop_timeout, and the embedded servers to stop last), then stop those
+    servers; returns the exit status."""
+    spec = json.loads(os.environ.pop(SPEC))
     supervisor = Supervisor(
         spec["commands"],
-        env=spec["env"],
+        env={**os.environ, **spec["env"]},
         cwd=spec["cwd"],
         log=lambda line: print(f"agentos serve: {line}", file=sys.stderr, flush=True),
         stop_timeout=spec["stop_timeout"],

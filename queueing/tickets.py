@@ -280,13 +280,12 @@ def ticket_claim(*, ticket_id: str, worker_id: str, grace_seconds: float) -> Cla
     in the same transaction. Idempotent for redelivered messages: the second claim matches nothing and
     returns None.
     """
-    executor = get_executor()
     if _start_sql():
         return _claim(ticket_id=ticket_id, worker_id=worker_id, grace_seconds=grace_seconds)
     with transaction.atomic():
         claim = _claim(ticket_id=ticket_id, worker_id=worker_id, grace_seconds=grace_seconds)
         if claim is not None:
-            executor.start(claim)
+            get_executor().start(claim)
     return claim
 
 

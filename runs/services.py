@@ -281,7 +281,7 @@ def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None
             content=storable(result.content),
             metrics=_json_or_null(storable(result.metrics)),
             tools=_json_or_null(storable(result.tools)),
-            run_messages=json.dumps(storable(result.messages)),
+            run_messages=json.dumps(storable(result.messages or [])),
             cancellation_stage="EXECUTING" if status == RunStatus.CANCELLED else None,
             completed=status != RunStatus.PAUSED,
         )

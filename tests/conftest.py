@@ -78,11 +78,12 @@ def in_threads(count: int, work: Callable[[int], object]) -> list:
 
 
 def terminate_backend(pid: int) -> None:
-    """Kill one PostgreSQL backend from another connection, as a server restart kills every one."""
+    """Kill one PostgreSQL backend from another connection, as a server restart kills every one; returns once it
+    has exited (up to 5 s)."""
     admin = psycopg2.connect(**connection.get_connection_params())
     try:
         with admin.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+            cursor.execute("SELECT pg_terminate_backend(%s, 5000)", [pid])
     finally:
         admin.close()
 

@@ -52,14 +52,17 @@ class Prepared:
         to send alone or joined with others in one message. Without prepared statements, the statement as text."""
         if not enabled():
             return self.text, [params[key] for key in self.occurrences]
+        # Django replaces a persistent connection that failed its health check at the first cursor of a request
+        # or task: done here, first, so the connection the names are kept for is the one the EXECUTE reaches.
+        connection.close_if_health_check_failed()
         connection.ensure_connection()
-        raw = connection.connection
-        names = _prepared.get(raw)
-        if names is None:
-            names = _prepared[raw] = set()
+        names = _prepared.setdefault(connection.connection, set())
         if self.name not in names:
             with connection.cursor() as cursor:
-                cursor.execute(self.prepare)
+                # Asked first, so a name this process lost track of never fails (and aborts a transaction).
+                cursor.execute("SELECT 1 FROM pg_prepared_statements WHERE name = %s", [self.name])
+                if cursor.fetchone() is None:
+                    cursor.execute(self.prepare)
             names.add(self.name)
         return self.execute_sql, [params[key] for key in self.order]
 

@@ -8,6 +8,8 @@ from django.db import connection
 from agentos_project.postgres import base
 from agentos_project.postgres.prepared import Prepared, together
 
+from ..conftest import terminate_backend
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ECHO = Prepared(
@@ -66,3 +68,19 @@ def test_without_prepared_statements_the_same_values_go_as_typed_text(monkeypatc
     assert sql.count("%s::text") == 3 and "EXECUTE" not in sql
     assert run((sql, values)) == ["abc!", 2, "text", True]
     assert prepared_names() == []
+
+
+def test_a_connection_the_server_dropped_is_replaced_before_an_execute_is_sent():
+    fresh_connection()
+    assert run(ECHO.call({"word": "a", "n": 1})) == ["a!", 2, "text", False]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (dropped,) = cursor.fetchone()
+    terminate_backend(dropped)
+    connection.health_check_done = False  # as at the start of each request or task
+
+    assert run(ECHO.call({"word": "b", "n": 2})) == ["b!", 3, "text", False]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        assert cursor.fetchone()[0] != dropped
+    assert prepared_names() == ["agentos_test_echo"]

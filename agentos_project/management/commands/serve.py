@@ -50,14 +50,16 @@ class Command(BaseCommand):
             call_command("migrate", interactive=False, verbosity=0)
             commands = self._commands(host, port, web_only=web_only, worker_only=worker_only)
             self.stdout.write(f"agentos serving on http://{host}:{port} ({', '.join(commands)}); Ctrl-C stops it")
+            child_env = self._child_env(embedded)
             spec = {
                 "commands": commands,
-                "env": self._child_env(embedded),
+                "env": {key: value for key, value in child_env.items() if os.environ.get(key) != value},
                 "cwd": str(settings.BASE_DIR),
                 "stop_timeout": current().queue.stop_timeout_seconds + 5,
                 "embedded": [server.stop_spec() for server in embedded],
             }
-        except (Refusal, EmbeddedError) as refusal:
+            self._become_supervisor(spec)
+        except (Refusal, EmbeddedError, OSError) as refusal:
             self.stderr.write(f"agentos: {refusal}")
             for server in reversed(embedded):
                 server.stop()
@@ -66,10 +68,10 @@ class Command(BaseCommand):
             for server in reversed(embedded):
                 server.stop()
             raise
-        self._become_supervisor(spec)
 
     def _become_supervisor(self, spec: dict) -> None:
-        """Replace this process (same pid, same `.run/` lock) with the supervisor, which holds no Django."""
+        """Replace this process (same pid, same `.run/` lock) with the supervisor, which holds no Django. The spec
+        carries only what the children's environment adds to this one's. Returns only by raising (OSError)."""
         if getattr(self, "_lock", None) is not None:
             os.set_inheritable(self._lock.file.fileno(), True)
         sys.stdout.flush()
@@ -123,7 +125,7 @@ class Command(BaseCommand):
                 raise Refusal(f"cannot reach REDIS_URL {url}: {first_line(error)}") from None
 
     def _child_env(self, embedded: list) -> dict:
-        env = {"AGENTOS_SWEEPER_IN_WORKER": "true", **os.environ}
+        env = {**os.environ, "AGENTOS_SWEEPER_IN_WORKER": "true"}  # serve has no sweeper process: its worker sweeps
         for server in embedded:
             env["DATABASE_URL" if isinstance(server, EmbeddedPostgres) else "REDIS_URL"] = server.url
         return env
