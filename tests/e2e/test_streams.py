@@ -174,7 +174,8 @@ def test_two_hundred_open_streams_hold_no_thread_or_connection_each(start_web, s
     psutil = pytest.importorskip("psutil")
     start_worker()
     web = start_web(AGENTOS_STREAM_KEEPALIVE_SECONDS="0.5")  # the streams ask the database while they are counted
-    run_id = web.post(RUNS, message="long sleep=8", session_id="many-1", background="true", stream="false").json()[
+    # Long enough to be still running when polled, however loaded the machine is; cancelled at the end.
+    run_id = web.post(RUNS, message="long sleep=30", session_id="many-1", background="true", stream="false").json()[
         "run_id"
     ]
     process = psutil.Process(web.pid)
@@ -194,6 +195,7 @@ def test_two_hundred_open_streams_hold_no_thread_or_connection_each(start_web, s
     poll_seconds = time.monotonic() - started
     for stream in streams:
         stream.close()
+    web.post(f"{RUNS}/{run_id}/cancel", session_id="many-1")
 
     assert first_frames == ["catch_up"] * 200
     assert threads <= threads_before + SYNC_THREADS + 4, (threads_before, threads)  # the shared pools, at most
