@@ -192,12 +192,6 @@ def accept_burst(client: Client, *, clients: int = 16, total: int = 800, wait: b
     )
 
 
-def accept_latency(client: Client, *, clients: int = 16, total: int = 800) -> tuple[float, float]:
-    """p50 and p99 (ms) of the 202, `clients` threads submitting `sleep=0` runs on distinct sessions."""
-    burst = accept_burst(client, clients=clients, total=total)
-    return burst.p50, burst.p99
-
-
 @dataclasses.dataclass
 class Drain:
     """Runs per second from the first submit to the last completion, and CPU ms per run by process kind."""

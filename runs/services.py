@@ -288,8 +288,7 @@ def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None
     row["next_event_index"] = sink.next_index
     calls = [update.call(row)]
     if sink.stored:
-        events = {"run_id": run_id, "attempt": sink.attempt, "events": json.dumps(storable(sink.stored))}
-        calls.insert(0, _STORE_EVENTS.call(events))
+        calls.insert(0, _store_events_call(sink))
     if result is not None and result.status == RunResult.COMPLETED:
         state = {"session_id": sink.run.session_id, "state": json.dumps(storable(result.session_state))}
         calls.append(_SAVE_STATE.call(state))
@@ -337,6 +336,14 @@ _STORE_EVENTS = Prepared(
     """,
     {"run_id": "uuid", "attempt": "int", "events": "jsonb"},
 )
+
+
+def _store_events_call(sink: EventSink) -> tuple[str, list]:
+    """The sink's stored events as one INSERT (all but content chunks, as `jsonsafe.storable` makes them)."""
+    events = json.dumps(storable(sink.stored))
+    return _STORE_EVENTS.call({"run_id": sink.run.run_id, "attempt": sink.attempt, "events": events})
+
+
 _SAVE_STATE = Prepared(
     "agentos_save_state",
     f"UPDATE {SESSIONS} SET session_state = %(state)s, updated_at = statement_timestamp() "
@@ -386,13 +393,6 @@ def run_reset_pending(*, run_id, requeued: bool = False) -> None:
 
 
 def _store_events(sink: EventSink) -> None:
-    RunEvent.objects.bulk_create(
-        RunEvent(
-            run_id=sink.run.run_id,
-            event_index=event["event_index"],
-            attempt=sink.attempt,
-            event=event["event"],
-            data=storable(event),
-        )
-        for event in sink.stored
-    )
+    if sink.stored:
+        with connection.cursor() as cursor:
+            cursor.execute(*_store_events_call(sink))
