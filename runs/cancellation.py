@@ -72,14 +72,19 @@ class Watcher:
         self._owner_pid: int | None = None
 
     @contextlib.contextmanager
-    def watch(self, run_id):
-        """While the block runs, `flag.is_set()` (the yielded flag) says whether `run_id` was asked to stop."""
+    def watch(self, run_id, *, look_up: bool = True):
+        """While the block runs, `flag.is_set()` (the yielded flag) says whether `run_id` was asked to stop.
+
+        A cancel asked before the block began is looked up in Redis; `look_up=False` spares that round trip for a
+        caller that reads the run's row (its `cancel_requested_at`, marked before the intent is announced) inside
+        the block and sets the flag itself.
+        """
         run_id = str(run_id)
         flag = threading.Event()
         self._ensure_thread()
         with self._lock:
             self._flags[run_id] = flag
-        if cancel_requested(run_id):
+        if look_up and cancel_requested(run_id):
             flag.set()
         try:
             yield flag

@@ -47,11 +47,15 @@ class RunExecutor:
 
     def execute(self, claim: Claim) -> Outcome:
         """Run one leg of the claimed run; nothing is written until the ticket settles."""
-        found = run_for_leg(run_id=claim.ticket_id, attempt=claim.attempt, window=_window(claim))
-        if found is None:
-            return Outcome(TicketStatus.FAILED, error=FENCED)
-        run, state, history = found
-        with watcher.watch(claim.ticket_id) as cancel:
+        # Watched before the row is read: a cancel marked after the read is announced to the watch, one marked
+        # before it shows in the row.
+        with watcher.watch(claim.ticket_id, look_up=False) as cancel:
+            found = run_for_leg(run_id=claim.ticket_id, attempt=claim.attempt, window=_window(claim))
+            if found is None:
+                return Outcome(TicketStatus.FAILED, error=FENCED)
+            run, state, history = found
+            if run.cancel_requested_at is not None:
+                cancel.set()
             leg = run_leg(
                 run,
                 attempt=claim.attempt,

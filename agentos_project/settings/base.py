@@ -124,7 +124,12 @@ CELERY_WORKER_CONCURRENCY = AGENTOS.queue.max_concurrency or 512
 CELERY_TASK_DEFAULT_QUEUE = "agentos"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # a worker waits out a broker outage instead of exiting
-CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5}
+# With a Redis broker, kombu's ack emulation copies every delivered message into a hash and a sorted set and takes
+# it out again on ack (two pipelines per message, a fifth of a worker's CPU per run here), to re-deliver it an hour
+# later if its worker died. agentos needs neither: a delivered message stays in the worker's memory until acked and
+# goes back to the queue at a warm shutdown (kombu's in-memory QoS), and one lost with a killed worker is re-sent
+# by the sweeper once its marker expires (queueing.router), as for any lost message.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5, "ack_emulation": False}
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_WORKER_SEND_TASK_EVENTS = AGENTOS.server.task_events

@@ -1,9 +1,11 @@
 """The runs app under the queue: how each ticket change shows on the run, and what a leg's end writes."""
 
 import datetime
+import time
 
 import pytest
 from django.db.models import F
+from django.db.models.functions import Now
 from django.test import override_settings
 
 from agentos_project.conf import current
@@ -15,6 +17,7 @@ from queueing.models import Ticket
 from queueing.sweeper import sweep_once
 from queueing.tickets import SWEEP_ERROR, RequeueResult, ticket_cancel, ticket_claim, ticket_requeue
 from queueing.worker import worker_execute
+from runs import cancellation
 from runs.models import AgentSession, Run, RunEvent
 from runs.selectors import session_history
 
@@ -71,6 +74,20 @@ def test_an_attempt_longer_than_the_timeout_ends_with_the_contract_text(redis_db
     run = Run.objects.get(pk=run_id)
     assert (run.status, run.content) == ("ERROR", "Run exceeded timeout_seconds=0.2")
     assert Ticket.objects.get(pk=run_id).error == "Run exceeded timeout_seconds=0.2"
+
+
+def test_a_cancel_marked_on_the_row_before_the_leg_read_it_stops_the_run_at_once(redis_db):
+    run_id = accept_run(session_id="marked-1", message="slow sleep=5")
+    Run.objects.filter(pk=run_id).update(cancel_requested_at=Now())  # no intent in Redis, no announcement
+    assert not cancellation.cancel_requested(run_id)
+
+    started = time.monotonic()
+    assert worker_execute(ticket_id=run_id) is True
+
+    assert time.monotonic() - started < 2
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.cancellation_stage) == ("CANCELLED", "EXECUTING")
+    assert Ticket.objects.get(pk=run_id).status == "cancelled"
 
 
 def test_a_permanent_error_is_not_retried_whatever_the_budget(redis_db):
