@@ -8,6 +8,7 @@ synchronous steps still run on one thread, a slow request holds up none that ano
 a stream, once its view has returned, holds no thread at all.
 """
 
+import gc
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -73,3 +74,4 @@ class SyncChainHandler(ASGIHandler):
 
 django.setup(set_prefix=False)
 application = BodyLimit(SharedThreads(SyncChainHandler()), limit=settings.MAX_BODY_BYTES)
+gc.freeze()  # what start-up loaded stays: full collections walk only what requests made (queueing.lifecycle)
