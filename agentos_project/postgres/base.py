@@ -165,6 +165,39 @@ def close_pools() -> None:
         pool.clear()
 
 
+def warm(count: int, *, timeout: float = 10.0) -> int:
+    """Open `count` connections of the default database at once (no more than its `POOL_SIZE`) and leave them idle
+    in this process's pool, so the first burst of requests after a start does not open one per request while the
+    others wait (PostgreSQL starting a backend for each); returns how many were opened. A database that does not
+    answer costs nothing but the attempt: connections are then opened on demand, as without this."""
+    from django.db import connection  # each thread's own
+
+    cap = connection.settings_dict.get("POOL_SIZE")
+    count = min(count, cap) if cap else count
+    opened, release, reported = [], threading.Event(), threading.Semaphore(0)
+
+    def hold() -> None:
+        try:
+            connection.ensure_connection()
+            opened.append(True)
+        except Exception:  # a database not up yet: left to the first requests
+            pass
+        finally:
+            reported.release()
+        release.wait(timeout)  # held until all are open, so each thread opens a connection of its own
+        connection.close()  # into the idle pool
+
+    threads = [threading.Thread(target=hold, name=f"agentos-pool-warm-{n}", daemon=True) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for _ in threads:
+        reported.acquire(timeout=timeout)
+    release.set()
+    for thread in threads:
+        thread.join(timeout)
+    return len(opened)
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
     def get_new_connection(self, conn_params):
         size = self.settings_dict.get("POOL_SIZE")

@@ -6,9 +6,9 @@ import time
 
 import psycopg2
 import pytest
-from django.db import connection
+from django.db import connection, connections
 
-from agentos_project.postgres.base import DatabaseWrapper, PoolExhausted, pool_for, reserved
+from agentos_project.postgres.base import DatabaseWrapper, PoolExhausted, pool_for, reserved, warm
 
 from ..conftest import terminate_backend
 
@@ -175,3 +175,26 @@ def test_the_reserve_stays_one_connection_when_the_heartbeat_recycles_its_own():
         for thread in threads:
             thread.join()
         pool.size, pool.timeout = saved
+
+
+def test_warming_leaves_that_many_connections_idle_for_the_next_requests():
+    pool = pool_for(connection.get_connection_params())
+    pool.clear()
+
+    assert warm(3) == 3
+
+    warmed = {raw.get_backend_pid() for raw in pool.idle}
+    assert len(warmed) == 3
+    assert on_a_new_thread(backend_pid) in warmed
+
+
+def test_warming_opens_no_more_than_the_pool_size():
+    pool = pool_for(connection.get_connection_params())
+    pool.clear()
+    saved = connections.settings["default"].get("POOL_SIZE")
+    connections.settings["default"]["POOL_SIZE"] = 2
+    try:
+        assert warm(5) == 2
+    finally:
+        connections.settings["default"]["POOL_SIZE"] = saved
+    assert len(pool.idle) == 2
