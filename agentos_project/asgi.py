@@ -19,11 +19,10 @@ from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
 
 from .bodylimit import BodyLimit
+from .conf import SYNC_THREADS
 from .postgres.base import warm
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentos_project.settings.base")
-
-SYNC_THREADS = 16
 
 
 class CountingExecutor(ThreadPoolExecutor):
@@ -75,5 +74,6 @@ class SyncChainHandler(ASGIHandler):
 
 django.setup(set_prefix=False)
 application = BodyLimit(SharedThreads(SyncChainHandler()), limit=settings.MAX_BODY_BYTES)
+gc.collect()
 gc.freeze()  # what start-up loaded stays: full collections walk only what requests made (queueing.lifecycle)
 threading.Thread(target=warm, args=(SYNC_THREADS,), name="agentos-pool-warm", daemon=True).start()

@@ -19,6 +19,7 @@ from django.conf import settings
 
 EMBEDDED_DATABASE_URL = "postgresql://postgres@127.0.0.1:54329/agentos"
 EMBEDDED_REDIS_URL = "redis://127.0.0.1:63790/0"
+SYNC_THREADS = 16  # the request threads of a web process (agentos_project.asgi)
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}

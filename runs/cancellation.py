@@ -66,7 +66,7 @@ class Watcher:
     """The runs this process executes, each with a flag that is set when its cancellation is requested."""
 
     def __init__(self) -> None:
-        self._flags: dict[str, threading.Event] = {}
+        self._flags: dict[str, set[threading.Event]] = {}  # one per watch: two attempts of a run may overlap
         self._lock = threading.Lock()
         self.listening = threading.Event()  # subscribed to the cancel channel now
         self._owner_pid: int | None = None
@@ -83,20 +83,22 @@ class Watcher:
         flag = threading.Event()
         self._ensure_thread()
         with self._lock:
-            self._flags[run_id] = flag
+            self._flags.setdefault(run_id, set()).add(flag)
         if look_up and cancel_requested(run_id):
             flag.set()
         try:
             yield flag
         finally:
             with self._lock:
-                if self._flags.get(run_id) is flag:
-                    del self._flags[run_id]
+                flags = self._flags.get(run_id, set())
+                flags.discard(flag)
+                if not flags:
+                    self._flags.pop(run_id, None)
 
     def notify(self, run_id: str) -> None:
         with self._lock:
-            flag = self._flags.get(run_id)
-        if flag is not None:
+            flags = list(self._flags.get(run_id, ()))
+        for flag in flags:
             flag.set()
 
     def _ensure_thread(self) -> None:
@@ -141,7 +143,7 @@ class Watcher:
         """Find the intents of the runs watched here whose announcement this process missed: in Redis, and in
         PostgreSQL (which has every cancel asked of a running run, Redis down or not)."""
         with self._lock:
-            run_ids = [run_id for run_id, flag in self._flags.items() if not flag.is_set()]
+            run_ids = [run_id for run_id, flags in self._flags.items() if not all(flag.is_set() for flag in flags)]
         if not run_ids:
             return
         requested: set[str] = set()

@@ -165,36 +165,48 @@ def close_pools() -> None:
         pool.clear()
 
 
-def warm(count: int, *, timeout: float = 10.0) -> int:
-    """Open `count` connections of the default database at once (no more than its `POOL_SIZE`) and leave them idle
-    in this process's pool, so the first burst of requests after a start does not open one per request while the
-    others wait (PostgreSQL starting a backend for each); returns how many were opened. A database that does not
-    answer costs nothing but the attempt: connections are then opened on demand, as without this."""
+def warm(count: int, *, hold_seconds: float = 1.0) -> int:
+    """Open up to `count` connections of the default database at once and leave them idle in this process's pool,
+    so the first burst of requests after a start does not open one per request while the others wait (PostgreSQL
+    starting a backend for each); returns how many were opened.
+
+    Only places free under the pool's cap are used, and none is held for more than `hold_seconds`: a request that
+    arrives meanwhile waits at most that long. A database that does not answer costs nothing but the attempt:
+    connections are then opened on demand, as without this.
+    """
     from django.db import connection  # each thread's own
 
-    cap = connection.settings_dict.get("POOL_SIZE")
-    count = min(count, cap) if cap else count
+    settings = connection.settings_dict
+    pool = pool_for(
+        connection.get_connection_params(), size=settings.get("POOL_SIZE"), timeout=settings.get("POOL_TIMEOUT", 10.0)
+    )
+    with pool.lock:
+        free = count if pool.size is None else pool.size - pool.open
+    count = max(0, min(count, free))
     opened, release, reported = [], threading.Event(), threading.Semaphore(0)
 
     def hold() -> None:
         try:
             connection.ensure_connection()
             opened.append(True)
-        except Exception:  # a database not up yet: left to the first requests
+        except Exception:  # a database not up yet, or the places taken meanwhile: left to the requests
             pass
         finally:
             reported.release()
-        release.wait(timeout)  # held until all are open, so each thread opens a connection of its own
+        release.wait(hold_seconds)  # held together, so each thread opens a connection of its own
         connection.close()  # into the idle pool
 
     threads = [threading.Thread(target=hold, name=f"agentos-pool-warm-{n}", daemon=True) for n in range(count)]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + hold_seconds
     for _ in threads:
-        reported.acquire(timeout=timeout)
+        if not reported.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            break
     release.set()
+    deadline = time.monotonic() + hold_seconds  # those that opened one put it back at once; no one waits longer
     for thread in threads:
-        thread.join(timeout)
+        thread.join(max(0.0, deadline - time.monotonic()))
     return len(opened)
 
 

@@ -125,7 +125,7 @@ CELERY_TASK_DEFAULT_QUEUE = "agentos"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # a worker waits out a broker outage instead of exiting
 # With a Redis broker, kombu's ack emulation copies every delivered message into a hash and a sorted set and takes
-# it out again on ack (two pipelines per message, a fifth of a worker's CPU per run here), to re-deliver it an hour
+# it out again on ack (two pipelines per message, a sixth of a worker's CPU samples here), to re-deliver it an hour
 # later if its worker died. agentos needs neither: a delivered message stays in the worker's memory until acked and
 # goes back to the queue at a warm shutdown (kombu's in-memory QoS), and one lost with a killed worker is re-sent
 # by the sweeper once its marker expires (queueing.router), as for any lost message.

@@ -6,7 +6,7 @@ import time
 
 import psycopg2
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
 from agentos_project.postgres.base import DatabaseWrapper, PoolExhausted, pool_for, reserved, warm
 
@@ -188,13 +188,17 @@ def test_warming_leaves_that_many_connections_idle_for_the_next_requests():
     assert on_a_new_thread(backend_pid) in warmed
 
 
-def test_warming_opens_no_more_than_the_pool_size():
-    pool = pool_for(connection.get_connection_params())
-    pool.clear()
-    saved = connections.settings["default"].get("POOL_SIZE")
-    connections.settings["default"]["POOL_SIZE"] = 2
+def test_warming_takes_only_the_free_places_and_holds_them_briefly():
+    pool, saved = capped(2)
+    release = threading.Event()
+    threads = holding(1, release)  # one of the two places is taken
     try:
-        assert warm(5) == 2
+        started = time.monotonic()
+        assert warm(5) == 1
+        assert time.monotonic() - started < 1.5
+        assert len(pool.idle) == 1
     finally:
-        connections.settings["default"]["POOL_SIZE"] = saved
-    assert len(pool.idle) == 2
+        release.set()
+        for thread in threads:
+            thread.join()
+        pool.size, pool.timeout = saved

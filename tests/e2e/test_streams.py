@@ -10,8 +10,7 @@ import pytest
 import redis
 from django.db import connection
 
-from agentos_project.asgi import SYNC_THREADS
-from agentos_project.conf import current
+from agentos_project.conf import SYNC_THREADS, current
 from runs import eventbus
 from runs.models import Run
 from tests.conftest import sse_frames, wait_until

@@ -31,6 +31,17 @@ def test_a_cancel_announced_while_the_run_executes_sets_its_flag(redis_db):
         assert not untouched.is_set()
 
 
+def test_an_attempt_that_stops_watching_leaves_an_overlapping_attempt_of_the_run_watched(redis_db):
+    run_id = str(uuid.uuid4())
+    with cancellation.watcher.watch(run_id, look_up=False) as live:
+        with cancellation.watcher.watch(run_id, look_up=False):  # an older, fenced attempt, come and gone
+            pass
+        wait_until(cancellation.watcher.listening.is_set, timeout=2, what="the watcher to subscribe")
+        redis_db.publish(cancellation._channel(), run_id)
+
+        wait_until(live.is_set, timeout=2, what="the announcement to reach the attempt still watching")
+
+
 def test_an_intent_whose_announcement_was_lost_is_found_within_a_second_or_so(redis_db):
     run_id = str(uuid.uuid4())
     with cancellation.watcher.watch(run_id) as cancelled:
