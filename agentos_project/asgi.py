@@ -8,7 +8,6 @@ synchronous steps still run on one thread, a slow request holds up none that ano
 a stream, once its view has returned, holds no thread at all.
 """
 
-import gc
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -73,7 +72,8 @@ class SyncChainHandler(ASGIHandler):
 
 
 django.setup(set_prefix=False)
+from queueing.lifecycle import freeze_loaded_objects  # noqa: E402 (the apps are loaded only now)
+
 application = BodyLimit(SharedThreads(SyncChainHandler()), limit=settings.MAX_BODY_BYTES)
-gc.collect()
-gc.freeze()  # what start-up loaded stays: full collections walk only what requests made (queueing.lifecycle)
+freeze_loaded_objects()  # full collections walk only what requests made, not what start-up loaded
 threading.Thread(target=warm, args=(SYNC_THREADS,), name="agentos-pool-warm", daemon=True).start()

@@ -155,6 +155,11 @@ def pool_for(conn_params: dict, *, size: int | None = None, timeout: float = 10.
         return _pools.setdefault(key, IdlePool(size=size, timeout=timeout))
 
 
+def _pool_of(settings_dict: dict, conn_params: dict) -> IdlePool:
+    """The pool of the database entry `settings_dict` (its POOL_SIZE and POOL_TIMEOUT)."""
+    return pool_for(conn_params, size=settings_dict.get("POOL_SIZE"), timeout=settings_dict.get("POOL_TIMEOUT", 10.0))
+
+
 def close_pools() -> None:
     """Stop pooling in this process and close every idle connection (before dropping a database)."""
     with _pools_lock:
@@ -176,10 +181,7 @@ def warm(count: int, *, hold_seconds: float = 1.0) -> int:
     """
     from django.db import connection  # each thread's own
 
-    settings = connection.settings_dict
-    pool = pool_for(
-        connection.get_connection_params(), size=settings.get("POOL_SIZE"), timeout=settings.get("POOL_TIMEOUT", 10.0)
-    )
+    pool = _pool_of(connection.settings_dict, connection.get_connection_params())
     with pool.lock:
         free = count if pool.size is None else pool.size - pool.open
     count = max(0, min(count, free))
@@ -212,8 +214,7 @@ def warm(count: int, *, hold_seconds: float = 1.0) -> int:
 
 class DatabaseWrapper(base.DatabaseWrapper):
     def get_new_connection(self, conn_params):
-        size = self.settings_dict.get("POOL_SIZE")
-        self._pool = pool_for(conn_params, size=size, timeout=self.settings_dict.get("POOL_TIMEOUT", 10.0))
+        self._pool = _pool_of(self.settings_dict, conn_params)
         connection = self._pool.take()
         if connection is not None:
             self.isolation_level = base.IsolationLevel.READ_COMMITTED
