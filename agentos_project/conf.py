@@ -99,6 +99,7 @@ class Server:
     port: int = 7777
     log_format: str = "text"  # or "json": one object per line
     task_events: bool = False  # Celery worker task events (Flower turns them on by itself while it watches)
+    worker_nice: int = 10  # serve runs its worker this much below the web's CPU priority (0: the same)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +141,7 @@ class _Reader:
             return False
         raise ConfigError(f"{name} must be true or false (got {value!r})")
 
-    def integer(self, name: str, default: int, *, minimum: int | None = None) -> int:
+    def integer(self, name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
         value = self.raw(name)
         if value is None:
             return default
@@ -150,6 +151,8 @@ class _Reader:
             raise ConfigError(f"{name} must be an integer (got {value!r})") from None
         if minimum is not None and number < minimum:
             raise ConfigError(f"{name} must be >= {minimum} (got {value!r})")
+        if maximum is not None and number > maximum:
+            raise ConfigError(f"{name} must be <= {maximum} (got {value!r})")
         return number
 
     def number(self, name: str, default: float | None, *, minimum: float, strict: bool = False) -> float | None:
@@ -245,6 +248,7 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Age
             port=env.integer("AGENTOS_PORT", 7777, minimum=1),
             log_format=env.choice("AGENTOS_LOG_FORMAT", "text", ("text", "json")),
             task_events=env.boolean("AGENTOS_TASK_EVENTS", False),
+            worker_nice=env.integer("AGENTOS_WORKER_NICE", 10, minimum=0, maximum=19),
         ),
         streams=Streams(
             keepalive_seconds=env.number("AGENTOS_STREAM_KEEPALIVE_SECONDS", 15.0, minimum=0, strict=True),

@@ -31,6 +31,7 @@ STABLE_SECONDS = 60.0
 class Child:
     name: str
     command: list[str]
+    nice: int = 0  # how much lower than the supervisor's its CPU priority is (see `lower_priority`)
     process: subprocess.Popen | None = None
     started_at: float = 0.0
     restart_at: float | None = None
@@ -50,6 +51,7 @@ class Supervisor:
         commands: dict[str, list[str]],
         *,
         env: dict[str, str],
+        nice: dict[str, int] | None = None,
         cwd: str,
         log: Callable[[str], None],
         stop_timeout: float,
@@ -58,7 +60,8 @@ class Supervisor:
         first_backoff: float = 1.0,
         max_backoff: float = 30.0,
     ):
-        self.children = [Child(name, command) for name, command in commands.items()]
+        nice = nice or {}
+        self.children = [Child(name, command, nice.get(name, 0)) for name, command in commands.items()]
         self.env, self.cwd, self.log = env, cwd, log
         self.stop_timeout = stop_timeout
         self.max_deaths, self.window = max_deaths, window
@@ -87,6 +90,8 @@ class Supervisor:
     def _start(self, child: Child) -> None:
         child.process = subprocess.Popen(child.command, env=self.env, cwd=self.cwd, start_new_session=True)
         child.started_at, child.restart_at = time.monotonic(), None
+        if child.nice and not lower_priority(child.process.pid, child.nice):
+            self.log(f"{child.name} (pid {child.process.pid}) runs at the normal CPU priority: lowering it was refused")
 
     def _tend(self, child: Child, now: float) -> None:
         if child.restart_at is not None:
@@ -126,6 +131,25 @@ class Supervisor:
                 process.wait()
 
 
+def lower_priority(pid: int, nice: int) -> bool:
+    """Lower the CPU priority of the process group `pid` leads (a child started in a session of its own) by `nice`;
+    False when the system refused.
+
+    Two settings, because Linux weighs CPU time at two levels. With autogroups on (the default of desktop and many
+    server kernels), the scheduler first shares the CPU between sessions, equally whatever the nice of their
+    processes, and a process's nice only counts against the other processes of its session: so the session's
+    own nice (`/proc/<pid>/autogroup`) is what lowers the child against the web server, PostgreSQL and the
+    clients, each in a session of its own. Without autogroups, the processes' nice does it (`PRIO_PGRP` reaches
+    every thread of the group; threads started later inherit it)."""
+    try:
+        os.setpriority(os.PRIO_PGRP, pid, os.getpriority(os.PRIO_PROCESS, 0) + nice)
+    except OSError:
+        return False
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/autogroup", "w") as autogroup:
+        autogroup.write(str(min(19, nice)))
+    return True
+
+
 def _signal_group(process: subprocess.Popen, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signum)
@@ -145,6 +169,7 @@ def main() -> int:
         cwd=spec["cwd"],
         log=lambda line: print(f"agentos serve: {line}", file=sys.stderr, flush=True),
         stop_timeout=spec["stop_timeout"],
+        nice=spec.get("nice"),
     )
     try:
         return supervisor.run()

@@ -40,7 +40,7 @@ class FloorServer:
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> FloorServer:
-        self.process = subprocess.Popen(self.command, env=self.env, cwd=str(settings.BASE_DIR))
+        self.process = subprocess.Popen(self.command, env=self.env, cwd=str(settings.BASE_DIR), start_new_session=True)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:

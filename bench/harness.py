@@ -194,10 +194,15 @@ def accept_burst(client: Client, *, clients: int = 16, total: int = 800, wait: b
 
 @dataclasses.dataclass
 class Drain:
-    """Runs per second from the first submit to the last completion, and CPU ms per run by process kind."""
+    """Runs per second from the first submit to the last completion, and CPU ms per run by process kind; and its
+    submits as an accept burst with runs executing meanwhile: accepts per second (first submit to last 202) and
+    the 202's latency at p50 and p99 (ms)."""
 
     rate: float
     cpu: dict[str, float]
+    accepts: float = 0.0
+    accept_p50: float = 0.0
+    accept_p99: float = 0.0
 
 
 def drain(
@@ -219,7 +224,15 @@ def drain(
     if failed:
         raise RuntimeError(f"{len(failed)} runs did not complete, e.g. {failed[0]}")
     last_done = max(_epoch(body["completed_at"]) for body in bodies)
-    return Drain(runs / (last_done - first_sent), cpu.per_run_ms(spent, runs))
+    last_accepted = max(sent + elapsed for _, _, elapsed, sent in rows)
+    latencies = [elapsed * 1000 for _, _, elapsed, _ in rows]
+    return Drain(
+        runs / (last_done - first_sent),
+        cpu.per_run_ms(spent, runs),
+        accepts=runs / (last_accepted - first_sent),
+        accept_p50=percentile(latencies, 0.50),
+        accept_p99=percentile(latencies, 0.99),
+    )
 
 
 def handoff(client: Client, *, sessions: int = 20, runs_per_session: int = 10, sleep: float = 0.5) -> list[float]:

@@ -7,10 +7,11 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 
-from agentos_project.supervisor import Supervisor
+from agentos_project.supervisor import Supervisor, lower_priority
 
 from ..conftest import wait_until
 
@@ -67,3 +68,40 @@ def test_a_killed_child_is_restarted_and_a_stop_signal_ends_every_child_and_its_
     assert f"worker restarted (pid {second.pid})" in lines
     assert second.poll() == -signal.SIGTERM and lines[-1] == "returned 0"
     assert not grandchild.is_running() or grandchild.status() == psutil.STATUS_ZOMBIE, "its process group too"
+
+
+def _nice_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
+def _autogroup_nice(pid: int) -> str:
+    return Path(f"/proc/{pid}/autogroup").read_text().split()[-1]
+
+
+def test_a_child_given_a_nice_runs_below_the_supervisor_thread_by_thread_and_its_session_too():
+    lines = []
+    threads = [sys.executable, "-c", "import threading, time; threading.Thread(target=time.sleep, args=(60,)).start();"
+               " time.sleep(60)"]  # fmt: skip
+    watched = supervisor({"worker": threads, "web": threads}, lines, nice={"worker": 7})
+    runner = threading.Thread(target=lambda: watched.run(handle_signals=False))
+    runner.start()
+    try:
+        worker, web = (wait_until(lambda c=c: c.process, timeout=10, what="the child") for c in watched.children)
+        wait_until(lambda: len(os.listdir(f"/proc/{worker.pid}/task")) == 2, timeout=10, what="the second thread")
+
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        assert {_nice_of(int(tid)) for tid in os.listdir(f"/proc/{worker.pid}/task")} == {mine + 7}
+        assert _nice_of(web.pid) == mine, "only the child named"
+        if os.path.exists(f"/proc/{worker.pid}/autogroup"):
+            assert (_autogroup_nice(worker.pid), _autogroup_nice(web.pid)) == ("7", "0")
+        assert not [line for line in lines if "CPU priority" in line]
+    finally:
+        watched.request_stop()
+        runner.join(10)
+
+
+def test_lowering_the_priority_of_a_process_that_is_gone_says_so():
+    gone = psutil.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    gone.wait()
+
+    assert lower_priority(gone.pid, 5) is False

@@ -8,6 +8,7 @@ import time
 
 import pytest
 import redis
+import requests
 from django.db import connection
 
 from agentos_project.conf import SYNC_THREADS, current
@@ -289,6 +290,18 @@ def test_an_inline_stream_whose_client_goes_away_is_cancelled(start_web):
     )
 
     assert started[0] == "RunStarted"
+    assert (run.cancellation_stage, run.queued, run.background) == ("EXECUTING", False, False)
+
+
+def test_an_inline_run_whose_client_goes_away_before_its_body_is_cancelled(start_web):
+    web = start_web()
+
+    with pytest.raises(requests.ConnectionError, match="Read timed out"):
+        web.post(RUNS, message="inline sleep=10", session_id="i-3", stream="false", timeout=1)
+
+    run = wait_until(
+        lambda: Run.objects.filter(session_id="i-3", status="CANCELLED").first(), timeout=5, what="the cancel"
+    )
     assert (run.cancellation_stage, run.queued, run.background) == ("EXECUTING", False, False)
 
 

@@ -56,6 +56,7 @@ class Command(BaseCommand):
                 "env": {key: value for key, value in child_env.items() if os.environ.get(key) != value},
                 "cwd": str(settings.BASE_DIR),
                 "stop_timeout": current().queue.stop_timeout_seconds + 5,
+                "nice": {"worker": current().server.worker_nice},
                 "embedded": [server.stop_spec() for server in embedded],
             }
             self._become_supervisor(spec)

@@ -124,7 +124,13 @@ class Command(BaseCommand):
     def bench_drain(self, repeats, **_):
         drains = [self._drain_measured(self.client) for _ in range(repeats)]
         name = f"drain {self.options['runs']} runs / {self.options['sessions']} sessions"
-        return [Figure(name, "runs/s", [d.rate for d in drains]), *_cpu_figures("per run", drains)]
+        return [
+            Figure(name, "runs/s", [d.rate for d in drains]),
+            Figure("drain's accepts/s (its submits only)", "/s", [d.accepts for d in drains]),
+            Figure("drain's accept latency p50", "ms", [d.accept_p50 for d in drains]),
+            Figure("drain's accept latency p99", "ms", [d.accept_p99 for d in drains]),
+            *_cpu_figures("per run", drains),
+        ]
 
     def bench_streamed(self, repeats, **_):
         """The drain with every run submitted `stream=true` and its stream read to the end, against the plain one."""

@@ -1,0 +1,110 @@
+"""The ASGI side of a web process: each request's synchronous code (all of it: middleware and views) entered once,
+on one of a few long-lived threads.
+
+Django runs each request's synchronous part (middleware and DRF views) on a thread of that request's own,
+kept until the response ends: with streams open for minutes, that is a thread per open stream. Here each
+request gets one of SYNC_THREADS single-thread executors instead, the one with the least work waiting, so its
+synchronous steps still run on one thread, a slow request holds up none that another thread could serve, and
+a stream, once its view has returned, holds no thread at all.
+"""
+
+import asyncio
+import contextlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.urls import set_script_prefix
+
+from .conf import SYNC_THREADS
+
+
+class CountingExecutor(ThreadPoolExecutor):
+    """One thread, and how many calls it has queued or running."""
+
+    def __init__(self, name: str):
+        super().__init__(max_workers=1, thread_name_prefix=name)
+        self.load = 0
+        self._count = threading.Lock()
+
+    def submit(self, fn, /, *args, **kwargs):
+        with self._count:
+            self.load += 1
+        future = super().submit(fn, *args, **kwargs)
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, _future) -> None:
+        with self._count:
+            self.load -= 1
+
+
+class SharedThreads:
+    def __init__(self, app, threads: int = SYNC_THREADS):
+        self.app = app
+        self._executors = [CountingExecutor(f"agentos-sync-{n}") for n in range(threads)]
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        executor = min(self._executors, key=lambda candidate: candidate.load)
+        async with ThreadSensitiveContext(executor=executor):
+            await self.app(scope, receive, send)
+
+
+class SyncChainHandler(ASGIHandler):
+    """Django's ASGI handler with each request's synchronous work done in one call, on the request's thread.
+
+    Django's handler leaves the event loop three times per request: for the `request_started` receivers, for its
+    middleware chain and view (and, with synchronous middleware around an asynchronous core, more often still), and
+    for `response.close()` (the `request_finished` receivers, which give the database connection back). Every
+    view and middleware here is synchronous, so the chain is built synchronous, and the three are one call
+    (`_respond`): for a response with a body, `close()` comes before it is sent, the body being complete by then.
+    A streamed response (SSE, an inline run) is sent as Django sends it, while listening for a disconnect that
+    cancels it, and closed afterwards.
+    """
+
+    def load_middleware(self, is_async=False):
+        super().load_middleware(is_async=False)
+
+    async def handle(self, scope, receive, send):
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        try:
+            response = await sync_to_async(self._respond, thread_sensitive=True)(scope, body_file)
+            if response.streaming:
+                await self._stream(response, receive, send)
+            else:
+                await self.send_response(response, send)
+        finally:
+            body_file.close()
+
+    def _respond(self, scope, body_file):
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        request, response = self.create_request(scope, body_file)
+        if request is not None:
+            response = self._middleware_chain(request)
+            response._handler_class = self.__class__
+        if not response.streaming:
+            response.close()
+        return response
+
+    async def _stream(self, response, receive, send):
+        """Django's way: send the stream while listening for a disconnect, which cancels the sending."""
+        sending = asyncio.create_task(self.send_response(response, send))
+        listening = asyncio.create_task(self.listen_for_disconnect(receive))
+        try:
+            await asyncio.wait((sending, listening), return_when=asyncio.FIRST_COMPLETED)
+            for task in (listening, sending):
+                if not task.done():
+                    task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, RequestAborted):
+                    await task
+        finally:
+            await sync_to_async(response.close, thread_sensitive=True)()

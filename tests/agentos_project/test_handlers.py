@@ -1,0 +1,61 @@
+"""The web process's ASGI handler (`agentos_project.handlers`), in process: a request's synchronous work is one
+call on one of the shared threads, and a response with a body goes out after its request has finished."""
+
+import asyncio
+import threading
+
+from asgiref.testing import ApplicationCommunicator
+from django.core import signals
+
+from agentos_project.handlers import SharedThreads, SyncChainHandler
+
+
+def http_scope(path: str) -> dict:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver")],
+        "client": ("127.0.0.1", 40000),
+        "server": ("testserver", 80),
+    }
+
+
+def test_a_request_starts_and_finishes_on_one_shared_thread_before_its_answer_goes_out():
+    seen = []
+    application = SharedThreads(SyncChainHandler(), threads=2)
+
+    async def call():
+        communicator = ApplicationCommunicator(application, http_scope("/config"))
+
+        def started(**_):
+            seen.append(("started", threading.current_thread().name, communicator.output_queue.qsize()))
+
+        def finished(**_):
+            seen.append(("finished", threading.current_thread().name, communicator.output_queue.qsize()))
+
+        signals.request_started.connect(started, weak=False)
+        signals.request_finished.connect(finished, weak=False)
+        try:
+            await communicator.send_input({"type": "http.request", "body": b""})
+            start = await communicator.receive_output(10)
+            body = await communicator.receive_output(10)
+            await communicator.wait(10)
+        finally:
+            signals.request_started.disconnect(started)
+            signals.request_finished.disconnect(finished)
+        return start, body
+
+    start, body = asyncio.run(call())
+
+    assert start["status"] == 200 and body["body"].startswith(b"{")
+    [(first, thread, before_start), (last, same_thread, before_answer)] = seen
+    assert (first, last) == ("started", "finished")
+    assert thread == same_thread and thread.startswith("agentos-sync-")
+    assert (before_start, before_answer) == (0, 0), "nothing was sent before the request finished"
