@@ -9,7 +9,13 @@ own rows change atomically with its ticket.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Protocol
+
+# The mark of the transaction that settles a ticket, for the statements an executor adds to it
+# (`Executor.settle_statements`): true in that transaction once, and only if, its guarded change matched. Its one
+# parameter, `%(fence)s` (text), is the value the executor was given.
+FENCE = "current_setting('agentos.settling', true) = %(fence)s"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +59,16 @@ class Settlement:
     previous: str | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class SettleStatements:
+    """What an executor writes when a ticket settles, as statements the queue sends in its settling message:
+    `calls` (SQL and values, each statement guarded by `FENCE`, so it writes nothing when the ticket's change did
+    not match), and `after`, called once that committed, only if the change matched."""
+
+    calls: list[tuple[str, list]]
+    after: Callable[[], None] | None = None
+
+
 class Executor(Protocol):
     # The same as `start`, as SQL: the body of a data-modifying CTE that reads the CTE `claimed(id, attempt)` (the
     # ticket just claimed). An executor that gives it is started by the claiming statement itself, one round trip
@@ -66,7 +82,13 @@ class Executor(Protocol):
     def execute(self, claim: Claim) -> Outcome:
         """Run the attempt, outside any transaction."""
 
-    def settle(self, settlement: Settlement) -> None: ...
+    def settle(self, settlement: Settlement) -> None:
+        """Mirror the ticket change `settlement` on the job, inside that change's transaction."""
+
+    # The same as `settle`, as statements the queue sends with the ticket's change, all in one message and one
+    # transaction (no round trip between them): None when this settlement needs `settle` (then the queue opens a
+    # transaction and calls it). Optional: an executor without it is always settled through `settle`.
+    settle_statements: Callable[[Settlement, str], SettleStatements | None] | None = None
 
     def cancel(self, ticket_id: str) -> str:
         """Cancel the job wherever it is: `cancelled` (done at once), `requested` (its running attempt stops at its

@@ -45,7 +45,7 @@ from agentos_project.postgres.prepared import Prepared, together
 from . import router
 from .changes import changed, pruned
 from .exceptions import QueueFull
-from .executor import Claim, Outcome, Settlement, get_executor
+from .executor import FENCE, Claim, Outcome, Settlement, SettleStatements, get_executor
 from .models import TERMINAL, Ticket, TicketStatus
 
 SWEEP_ERROR = (
@@ -295,8 +295,11 @@ def _claim(*, ticket_id: str, worker_id: str, grace_seconds: float | None) -> Cl
     params = {"ticket_id": ticket_id, "worker_id": worker_id, "grace": grace_seconds}
     sql, values = _claim_statement(_start_sql()).call(params)
     row = _update_returning(sql, values)
-    if row is None:
-        return None
+    return None if row is None else _claimed(ticket_id, worker_id, row)
+
+
+def _claimed(ticket_id, worker_id: str, row: tuple) -> Claim:
+    """The claim a claiming statement's row (`_CLAIMED_COLUMNS`) describes, its change recorded."""
     attempt, max_attempts, session_id, payload, previous, waited, handed, component_type, component_id = row
     event = "reclaim" if previous == TicketStatus.RUNNING else "claim"
     changed(
@@ -316,41 +319,46 @@ def _claim(*, ticket_id: str, worker_id: str, grace_seconds: float | None) -> Cl
     )
 
 
+_CLAIMED_COLUMNS = "attempt, max_attempts, session_id, payload, previous, waited, handed, component_type, component_id"
+_CLAIM_TYPES = {"ticket_id": "uuid", "worker_id": "text", "grace": "float8"}
 _claims: dict[str | None, Prepared] = {}
+
+
+def _claiming(start_sql: str | None, target: str) -> str:
+    """The CTEs of a claim of the ticket whose id is the SQL expression `target`: `claimed` (its row, if claimed)
+    and, with the executor's `start_sql`, `started`."""
+    started = f", started AS ({start_sql})" if start_sql else ""
+    return f"""
+        WITH old AS (SELECT id, status, serialized, created_at, updated_at,
+                            attempt = 0 AND available_at = created_at AS fresh  -- never ran, never requeued
+                     FROM {TABLE} WHERE id = {target}),
+        claimed AS (
+            UPDATE {TABLE} AS t SET status = 'running', attempt = t.attempt + 1, locked_by = %(worker_id)s,
+                   locked_at = statement_timestamp(), updated_at = statement_timestamp()
+            FROM old
+            WHERE t.id = old.id AND t.attempt < t.max_attempts
+              AND ((t.status = 'queued' AND t.available_at <= statement_timestamp()
+                    AND (t.is_head OR NOT t.serialized))
+                   OR (t.status = 'running' AND %(grace)s IS NOT NULL
+                       AND t.locked_at < statement_timestamp() - %(grace)s * interval '1 second'))
+              AND NOT (t.serialized AND EXISTS (
+                    SELECT 1 FROM {TABLE} AS earlier
+                    WHERE earlier.session_id = t.session_id AND earlier.serialized
+                      AND earlier.status IN {_LIVE_SQL} AND earlier.session_seq < t.session_seq))
+            RETURNING t.id, t.attempt, t.max_attempts, t.session_id, t.payload, old.status AS previous,
+                      t.component_type, t.component_id,
+                      CASE WHEN old.fresh THEN extract(epoch FROM statement_timestamp() - old.created_at) END
+                          AS waited,
+                      CASE WHEN old.fresh AND old.serialized AND old.updated_at > old.created_at
+                           THEN extract(epoch FROM statement_timestamp() - old.updated_at) END AS handed)
+        {started}"""
 
 
 def _claim_statement(start_sql: str | None) -> Prepared:
     if start_sql not in _claims:
-        started = f", started AS ({start_sql})" if start_sql else ""
-        sql = f"""
-            WITH old AS (SELECT id, status, serialized, created_at, updated_at,
-                                attempt = 0 AND available_at = created_at AS fresh  -- never ran, never requeued
-                         FROM {TABLE} WHERE id = %(ticket_id)s),
-            claimed AS (
-                UPDATE {TABLE} AS t SET status = 'running', attempt = t.attempt + 1, locked_by = %(worker_id)s,
-                       locked_at = statement_timestamp(), updated_at = statement_timestamp()
-                FROM old
-                WHERE t.id = old.id AND t.attempt < t.max_attempts
-                  AND ((t.status = 'queued' AND t.available_at <= statement_timestamp()
-                        AND (t.is_head OR NOT t.serialized))
-                       OR (t.status = 'running' AND %(grace)s IS NOT NULL
-                           AND t.locked_at < statement_timestamp() - %(grace)s * interval '1 second'))
-                  AND NOT (t.serialized AND EXISTS (
-                        SELECT 1 FROM {TABLE} AS earlier
-                        WHERE earlier.session_id = t.session_id AND earlier.serialized
-                          AND earlier.status IN {_LIVE_SQL} AND earlier.session_seq < t.session_seq))
-                RETURNING t.id, t.attempt, t.max_attempts, t.session_id, t.payload, old.status AS previous,
-                          t.component_type, t.component_id,
-                          CASE WHEN old.fresh THEN extract(epoch FROM statement_timestamp() - old.created_at) END
-                              AS waited,
-                          CASE WHEN old.fresh AND old.serialized AND old.updated_at > old.created_at
-                               THEN extract(epoch FROM statement_timestamp() - old.updated_at) END AS handed)
-            {started}
-            SELECT attempt, max_attempts, session_id, payload, previous, waited, handed, component_type, component_id
-            FROM claimed
-        """
+        sql = f"{_claiming(start_sql, '%(ticket_id)s')} SELECT {_CLAIMED_COLUMNS} FROM claimed"
         name = "agentos_claim_started" if start_sql else "agentos_claim"
-        _claims[start_sql] = Prepared(name, sql, {"ticket_id": "uuid", "worker_id": "text", "grace": "float8"})
+        _claims[start_sql] = Prepared(name, sql, _CLAIM_TYPES)
     return _claims[start_sql]
 
 
@@ -406,7 +414,7 @@ _FINISH = Prepared(
     UPDATE {TABLE} SET status = %(status)s, error = %(error)s, locked_by = NULL, is_head = is_head AND NOT %(terminal)s,
            completed_at = CASE WHEN %(terminal)s THEN statement_timestamp() END, updated_at = statement_timestamp()
     WHERE id = %(ticket_id)s AND status = 'running' AND locked_by = %(worker_id)s AND attempt = %(attempt)s
-    RETURNING 1
+    RETURNING set_config('agentos.settling', %(fence)s, true)  -- FENCE, for the rest of the transaction
     """,
     {
         "status": "text",
@@ -415,6 +423,7 @@ _FINISH = Prepared(
         "ticket_id": "uuid",
         "worker_id": "text",
         "attempt": "int",
+        "fence": "text",
     },
 )
 
@@ -423,28 +432,36 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
     """End the attempt `claim` owns: running → completed | failed | cancelled | paused, in one short transaction.
 
     Fenced: matches only while this worker still owns this attempt; None means a newer attempt or a sweep
-    took the ticket, and nothing (ticket or the executor's rows) was written. The executor's `settle` runs in
-    the same transaction. A terminal head hands its session to the next ticket: published after commit, or,
+    took the ticket, and nothing (ticket or the executor's rows) was written. The executor's writes go in the
+    same transaction. A terminal head hands its session to the next ticket: published after commit, or,
     with `hand_off`, claimed for the same worker in the same transaction (its job started there too) and
     returned, so the caller runs it at once on the same thread: no broker round trip, no extra commit.
+
+    When the executor gives its writes as statements (`settle_statements`), the whole change is one message that
+    PostgreSQL runs as one transaction, committed when this returns: the session lock is held for no round trip.
     """
     assert outcome.status in (*TERMINAL, TicketStatus.PAUSED)
     terminal = outcome.status != TicketStatus.PAUSED
+    params = {
+        "session_id": claim.session_id,
+        "status": outcome.status,
+        "error": outcome.error,
+        "terminal": terminal,
+        "ticket_id": claim.ticket_id,
+        "worker_id": claim.worker_id,
+        "attempt": claim.attempt,
+        "fence": f"{claim.ticket_id}:{claim.attempt}",
+    }
+    settlement = Settlement(claim.ticket_id, outcome.status, claim.attempt, outcome.error, outcome)
+    statements = _settle_statements(settlement, params["fence"])
+    if statements is not None:
+        return _finish_in_one_message(claim, params, statements, terminal=terminal, hand_off=hand_off)
     with transaction.atomic():
-        params = {
-            "session_id": claim.session_id,
-            "status": outcome.status,
-            "error": outcome.error,
-            "terminal": terminal,
-            "ticket_id": claim.ticket_id,
-            "worker_id": claim.worker_id,
-            "attempt": claim.attempt,
-        }
         updated = _update_returning(*together(_SESSION_LOCK.call(params), _FINISH.call(params)))  # one round trip
         if not updated:
             return None
         _changed_by(claim, "finish", outcome.status)
-        get_executor().settle(Settlement(claim.ticket_id, outcome.status, claim.attempt, outcome.error, outcome))
+        get_executor().settle(settlement)
         next_ticket_id = promote_next_head(claim.session_id, publish=not hand_off) if terminal else None
         next_claim = None
         if hand_off and next_ticket_id is not None:
@@ -453,6 +470,64 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
                 router.on_commit(next_ticket_id)
             elif not _start_sql():
                 get_executor().start(next_claim)
+    return Finished(next_claim)
+
+
+def _settle_statements(settlement: Settlement, fence: str) -> SettleStatements | None:
+    statements = getattr(get_executor(), "settle_statements", None)
+    return statements(settlement, fence) if statements is not None and _start_sql() else None
+
+
+_PROMOTED = "nullif(current_setting('agentos.promoted', true), '')::uuid"
+# The session lock, and both marks cleared: a caller's transaction may hold them from an earlier finish.
+_SETTLE_BEGIN = Prepared(
+    "agentos_settle_begin",
+    "SELECT pg_advisory_xact_lock(hashtextextended(%(session_id)s, 7)), set_config('agentos.settling', '', true), "
+    "set_config('agentos.promoted', '', true)",
+    {"session_id": "text"},
+)
+_settled: dict[tuple[str | None, bool], Prepared] = {}
+
+
+def _settled_statement(start_sql: str | None, hand_off: bool) -> Prepared:
+    """The last statement of a one-message finish: whether the ticket's change matched, the session's new head
+    if it is queued, and (with `hand_off`) that head claimed for this worker, its job started."""
+    key = (start_sql, hand_off)
+    if key not in _settled:
+        outcome = f"SELECT {FENCE} AS settled, {_PROMOTED} AS promoted"
+        if hand_off:
+            sql = f"""{_claiming(start_sql, _PROMOTED)}
+                SELECT settled, promoted, {_CLAIMED_COLUMNS} FROM ({outcome}) AS outcome LEFT JOIN claimed ON true"""
+        else:
+            sql = outcome
+        name = f"agentos_settled{'_handing_off' if hand_off else ''}{'_started' if start_sql else ''}"
+        _settled[key] = Prepared(name, sql, {**_CLAIM_TYPES, "fence": "text"} if hand_off else {"fence": "text"})
+    return _settled[key]
+
+
+def _finish_in_one_message(
+    claim: Claim, params: dict, statements: SettleStatements, *, terminal: bool, hand_off: bool
+) -> Finished | None:
+    """`ticket_finish` as one message: the session lock, the guarded change (which marks the transaction with
+    FENCE when it matches), the executor's statements and the promotion of the next head (each guarded by FENCE),
+    and a last statement that says what happened and claims the new head for a hand-off."""
+    calls = [_SETTLE_BEGIN.call(params), _FINISH.call(params), *statements.calls]
+    if terminal:
+        calls.append(_PROMOTE.call(params))
+    settled = {"fence": params["fence"], "worker_id": claim.worker_id, "grace": None}
+    calls.append(_settled_statement(_start_sql(), hand_off and terminal).call(settled))
+    row = _update_returning(*together(*calls))
+    matched, promoted, *claimed = row
+    if not matched:
+        return None
+    _changed_by(claim, "finish", params["status"])
+    if statements.after is not None:
+        transaction.on_commit(statements.after)
+    next_claim = None
+    if claimed and claimed[0] is not None:
+        next_claim = _claimed(promoted, claim.worker_id, tuple(claimed))
+    elif promoted is not None:  # not handed off, or not available yet: the broker takes it
+        router.on_commit(promoted)
     return Finished(next_claim)
 
 
@@ -668,9 +743,10 @@ _PROMOTE = Prepared(
                 ORDER BY session_seq LIMIT 1)
       AND NOT is_head
       AND NOT EXISTS (SELECT 1 FROM {TABLE} WHERE session_id = %(session_id)s AND is_head)
-    RETURNING id, status
+      AND (%(fence)s IS NULL OR {FENCE})  -- in a one-message finish: only if the finish matched
+    RETURNING id, status, set_config('agentos.promoted', CASE status WHEN 'queued' THEN id::text ELSE '' END, true)
     """,
-    {"session_id": "text"},
+    {"session_id": "text", "fence": "text"},
 )
 
 
@@ -680,7 +756,7 @@ def promote_next_head(session_id: str, *, publish: bool = True) -> str | None:
 
     Runs inside the transaction that ended the previous head, under the session lock.
     """
-    row = _update_returning(*_PROMOTE.call({"session_id": session_id}))
+    row = _update_returning(*_PROMOTE.call({"session_id": session_id, "fence": None}))
     if row is None or row[1] != TicketStatus.QUEUED:
         return None
     if publish:

@@ -58,6 +58,10 @@ class EventSink:
         """Publish the held events once the transaction storing them commits (again if a retry re-stores them)."""
         eventbus.sender.send_on_commit(self.run.run_id, self.held)
 
+    def publish_held(self) -> None:
+        """Publish the held events now (their transaction has committed)."""
+        eventbus.sender.send(self.run.run_id, self.held)
+
 
 def mark_tools_applied(*, run_id, attempt: int) -> None:
     """Record, before a continuation runs its first confirmed tool, that this attempt did (one guarded UPDATE,

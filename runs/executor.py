@@ -6,7 +6,7 @@ from django.db.models import F
 
 from agentos_project.conf import current
 from agents_registry.registry import ComponentNotFound, registry
-from queueing.executor import Claim, Outcome, Settlement
+from queueing.executor import Claim, Outcome, Settlement, SettleStatements
 from queueing.models import TicketStatus
 from queueing.shutdown import INTERRUPTED, interrupted, interrupted_outcome
 
@@ -16,7 +16,15 @@ from .execution import LegResult, run_leg
 from .jsonsafe import storable_text
 from .models import Run, RunStatus
 from .selectors import run_for_leg
-from .services import LEG_STATUS, run_end_unexecuted, run_park, run_record_leg, run_reset_pending, run_start
+from .services import (
+    LEG_STATUS,
+    run_end_unexecuted,
+    run_park,
+    run_record_leg,
+    run_record_leg_calls,
+    run_reset_pending,
+    run_start,
+)
 
 TICKET_STATUS = {
     RunStatus.COMPLETED: TicketStatus.COMPLETED,
@@ -82,6 +90,18 @@ class RunExecutor:
         one that may have run a tool is failed, as any lost attempt is (at most once)."""
         continuing = Run.objects.filter(pk=ticket_id, continued_tools__isnull=False)
         return continuing.exclude(tools_applied_attempt=F("attempt")).exists()
+
+    def settle_statements(self, settlement: Settlement, fence: str) -> SettleStatements | None:
+        """How a leg ended, as statements for the queue's one-message settle (`run_record_leg_calls`, guarded by
+        `fence`); its held events are published once they commit. None for a settlement without a leg."""
+        leg = settlement.outcome.result if settlement.outcome else None
+        if not isinstance(leg, LegResult):
+            return None
+        final = settlement.status != TicketStatus.QUEUED
+        calls = run_record_leg_calls(
+            run_id=settlement.ticket_id, attempt=settlement.attempt, leg=leg, final=final, fence=fence
+        )
+        return SettleStatements(calls, after=leg.sink.publish_held)
 
     def settle(self, settlement: Settlement) -> None:
         """Mirror a ticket change on its run, inside the ticket's transaction."""

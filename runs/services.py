@@ -17,6 +17,7 @@ from agentos_project.postgres.prepared import Prepared, together
 from agents_registry.context import RunResult
 from agents_registry.events import event_name
 from queueing import metrics
+from queueing.executor import FENCE
 from queueing.tickets import NewTicket, Rows, ticket_accept
 
 from . import cancellation, eventbus
@@ -263,8 +264,18 @@ def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None
     run (ERROR, with a RunError event); otherwise the run waits for its retry (PENDING). What the agent produced
     is stored as `jsonsafe.storable` makes it (a NUL or an unpaired surrogate becomes U+FFFD).
     """
+    calls = run_record_leg_calls(run_id=run_id, attempt=attempt, leg=leg, final=final)
+    with connection.cursor() as cursor:
+        cursor.execute(*together(*calls))  # one round trip
+    leg.sink.publish_held_on_commit()
+
+
+def run_record_leg_calls(*, run_id, attempt: int, leg: LegResult, final: bool, fence: str | None = None) -> list:
+    """`run_record_leg`'s statements (SQL and values), to send in one message; with `fence`, each writes only in
+    the transaction the queue marked with it (`queueing.executor.FENCE`). The caller publishes the held events
+    once they commit."""
     sink, result = leg.sink, leg.result
-    row = {"run_id": run_id, "attempt": attempt, "next_event_index": None}
+    row = {"run_id": run_id, "attempt": attempt, "next_event_index": None, "fence": fence}
     if result is None:
         error = storable(leg.error)
         if final:
@@ -288,16 +299,22 @@ def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None
     row["next_event_index"] = sink.next_index
     calls = [update.call(row)]
     if sink.stored:
-        calls.insert(0, _store_events_call(sink))
+        calls.insert(0, _store_events_call(sink, fence))
     if result is not None and result.status == RunResult.COMPLETED:
-        state = {"session_id": sink.run.session_id, "state": json.dumps(storable(result.session_state))}
+        state = {"session_id": sink.run.session_id, "state": json.dumps(storable(result.session_state)), "fence": fence}
         calls.append(_SAVE_STATE.call(state))
-    with connection.cursor() as cursor:
-        cursor.execute(*together(*calls))  # one round trip
-    sink.publish_held_on_commit()
+    return calls
 
 
-_FENCE_TYPES = {"run_id": "uuid", "attempt": "int", "next_event_index": "int", "status": "text", "content": "text"}
+_FENCE_TYPES = {
+    "run_id": "uuid",
+    "attempt": "int",
+    "next_event_index": "int",
+    "status": "text",
+    "content": "text",
+    "fence": "text",
+}
+_FENCED = f"(%(fence)s IS NULL OR {FENCE})"  # in the queue's one-message settle: only if the ticket's change matched
 _RECORD_RESULT = Prepared(
     "agentos_record_result",
     f"""
@@ -306,7 +323,7 @@ _RECORD_RESULT = Prepared(
            cancellation_stage = %(cancellation_stage)s,
            completed_at = CASE WHEN %(completed)s THEN statement_timestamp() END,
            continued_tools = NULL  -- this leg applied them
-    WHERE run_id = %(run_id)s AND attempt = %(attempt)s
+    WHERE run_id = %(run_id)s AND attempt = %(attempt)s AND {_FENCED}
     """,
     {
         **_FENCE_TYPES,
@@ -323,7 +340,7 @@ _RECORD_ERROR = Prepared(  # final: the run ends ERROR; else it waits for its re
     UPDATE {RUNS} SET next_event_index = %(next_event_index)s, status = %(status)s, content = %(content)s,
            completed_at = CASE WHEN %(final)s THEN statement_timestamp() END,
            continued_tools = CASE WHEN %(final)s THEN NULL ELSE continued_tools END
-    WHERE run_id = %(run_id)s AND attempt = %(attempt)s
+    WHERE run_id = %(run_id)s AND attempt = %(attempt)s AND {_FENCED}
     """,
     {**_FENCE_TYPES, "final": "boolean"},
 )
@@ -333,22 +350,23 @@ _STORE_EVENTS = Prepared(
     INSERT INTO {EVENTS} (run_id, event_index, attempt, event, data)
     SELECT %(run_id)s, (event ->> 'event_index')::int, %(attempt)s, event ->> 'event', event
     FROM jsonb_array_elements(%(events)s) AS event
+    WHERE {_FENCED}
     """,
-    {"run_id": "uuid", "attempt": "int", "events": "jsonb"},
+    {"run_id": "uuid", "attempt": "int", "events": "jsonb", "fence": "text"},
 )
 
 
-def _store_events_call(sink: EventSink) -> tuple[str, list]:
+def _store_events_call(sink: EventSink, fence: str | None = None) -> tuple[str, list]:
     """The sink's stored events as one INSERT (all but content chunks, as `jsonsafe.storable` makes them)."""
     events = json.dumps(storable(sink.stored))
-    return _STORE_EVENTS.call({"run_id": sink.run.run_id, "attempt": sink.attempt, "events": events})
+    return _STORE_EVENTS.call({"run_id": sink.run.run_id, "attempt": sink.attempt, "events": events, "fence": fence})
 
 
 _SAVE_STATE = Prepared(
     "agentos_save_state",
     f"UPDATE {SESSIONS} SET session_state = %(state)s, updated_at = statement_timestamp() "
-    "WHERE session_id = %(session_id)s",
-    {"state": "jsonb", "session_id": "text"},
+    f"WHERE session_id = %(session_id)s AND {_FENCED}",
+    {"state": "jsonb", "session_id": "text", "fence": "text"},
 )
 
 

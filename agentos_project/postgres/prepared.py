@@ -15,6 +15,7 @@ placeholder cast to its declared type, as it would be prepared.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import weakref
 
@@ -28,7 +29,9 @@ class Prepared:
     """`sql` with named placeholders `%(name)s`, each of the type `types[name]` (a PostgreSQL type name)."""
 
     def __init__(self, name: str, sql: str, types: dict[str, str]):
-        self.name = name
+        # The name carries a digest of the SQL: two statements given one name by mistake (or one name's SQL changed
+        # by a newer build on a connection that lives on) are never taken for each other.
+        self.name = name = f"{name}_{hashlib.blake2s(sql.encode(), digest_size=4).hexdigest()}"
         self.order: list[str] = []
 
         def number(match: re.Match) -> str:

@@ -41,7 +41,7 @@ def run(*calls) -> list:
 def test_a_statement_is_prepared_once_per_connection_and_again_on_a_new_one():
     fresh_connection()
     assert run(ECHO.call({"word": "abc", "n": 1})) == ["abc!", 2, "text", True]
-    assert prepared_names() == ["agentos_test_echo"]
+    assert prepared_names() == [ECHO.name]
     assert run(ECHO.call({"word": "it's", "n": 41})) == ["it's!", 42, "text", False], "no second PREPARE"
 
     connection.close()  # back to the pool: the next connect takes it again, prepared
@@ -49,7 +49,16 @@ def test_a_statement_is_prepared_once_per_connection_and_again_on_a_new_one():
     fresh_connection()
     assert prepared_names() == [], "a new server connection has none"
     assert run(ECHO.call({"word": "x", "n": None})) == ["x!", None, "text", False]
-    assert prepared_names() == ["agentos_test_echo"]
+    assert prepared_names() == [ECHO.name]
+
+
+def test_two_statements_given_one_name_are_kept_apart():
+    fresh_connection()
+    ten = Prepared("agentos_test_same", "SELECT %(n)s * 10", {"n": "int"})
+    hundred = Prepared("agentos_test_same", "SELECT %(n)s * 100", {"n": "int"})
+
+    assert (run(ten.call({"n": 2})), run(hundred.call({"n": 2}))) == ([20], [200])
+    assert ECHO.name.startswith("agentos_test_echo_") and ten.name != hundred.name
 
 
 def test_executes_joined_in_one_message_answer_with_the_last():
@@ -83,4 +92,4 @@ def test_a_connection_the_server_dropped_is_replaced_before_an_execute_is_sent()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         assert cursor.fetchone()[0] != dropped
-    assert prepared_names() == ["agentos_test_echo"]
+    assert prepared_names() == [ECHO.name]
