@@ -50,37 +50,47 @@ class Sender(OffThread):
     batch = BATCH
     PAUSE = 5.0
 
-    def send(self, run_id, events: Iterable[dict]) -> None:
-        """Queue `events` of `run_id` for the buffer and the channel; returns at once."""
+    def send(self, run_id, events: Iterable[dict], inbox: str | None = None) -> None:
+        """Queue `events` of `run_id` for the buffer and the channel (and `inbox`, the run's `stream_inbox`);
+        returns at once."""
         frames = [(event["event_index"], encode(event)) for event in events]
         if frames:
-            self.put((str(run_id), frames))
+            self.put((str(run_id), inbox, frames))
 
-    def send_on_commit(self, run_id, events: list[dict]) -> None:
+    def send_on_commit(self, run_id, events: list[dict], inbox: str | None = None) -> None:
         """Send `events` once the current transaction commits: no client sees an event a rollback undid."""
         events = list(events)
-        transaction.on_commit(lambda: self.send(run_id, events))
+        transaction.on_commit(lambda: self.send(run_id, events, inbox))
 
     def handle(self, items: list) -> None:
         """One pipeline for everything queued: per run, one ZADD of its frames, one EXPIRE and one PUBLISH of its
-        frames joined by newlines (a frame is compact JSON, which has none), in the order they were sent."""
+        frames joined by newlines (a frame is compact JSON, which has none), in the order they were sent; and for
+        a run with an inbox, the same frames published there too, after a line with the run's id."""
         if time.monotonic() < self._paused_until:
             return
-        by_run: dict[str, list[tuple[int, str]]] = {}
-        for run_id, frames in items:
-            by_run.setdefault(run_id, []).extend(frames)
+        by_run: dict[str, tuple[str | None, list[tuple[int, str]]]] = {}
+        for run_id, inbox, frames in items:
+            by_run.setdefault(run_id, (inbox, []))[1].extend(frames)
         ttl = int(current().streams.buffer_seconds)
         pipeline = coordination().pipeline(transaction=False)
-        for run_id, frames in by_run.items():
+        for run_id, (inbox, frames) in by_run.items():
             key = buffer_key(run_id)
+            joined = "\n".join(frame for _, frame in frames)
             pipeline.zadd(key, {frame: index for index, frame in frames})
             pipeline.expire(key, ttl)
-            pipeline.publish(channel(run_id), "\n".join(frame for _, frame in frames))
+            pipeline.publish(channel(run_id), joined)
+            if inbox:
+                pipeline.publish(inbox, f"{run_id}\n{joined}")
         try:
             pipeline.execute()
         except redis.RedisError as error:
             log.warning("live events not sent (%d runs): %s; pausing %ss", len(by_run), error, self.PAUSE)
             self._paused_until = time.monotonic() + self.PAUSE
+
+
+def inbox(name: str) -> str:
+    """The channel of a web process's inbox (`runs.streams.Hub`)."""
+    return scoped(f"inbox:{name}")
 
 
 def frames_of(message: bytes | str) -> list[bytes | str]:

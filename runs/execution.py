@@ -51,16 +51,16 @@ class EventSink:
         if name in self._ending:
             self.held.append(event)
         else:
-            eventbus.sender.send(self.run.run_id, [event])
+            eventbus.sender.send(self.run.run_id, [event], self.run.stream_inbox)
         return event
 
     def publish_held_on_commit(self) -> None:
         """Publish the held events once the transaction storing them commits (again if a retry re-stores them)."""
-        eventbus.sender.send_on_commit(self.run.run_id, self.held)
+        eventbus.sender.send_on_commit(self.run.run_id, self.held, self.run.stream_inbox)
 
     def publish_held(self) -> None:
         """Publish the held events now (their transaction has committed)."""
-        eventbus.sender.send(self.run.run_id, self.held)
+        eventbus.sender.send(self.run.run_id, self.held, self.run.stream_inbox)
 
 
 def mark_tools_applied(*, run_id, attempt: int) -> None:

@@ -68,6 +68,9 @@ class Run(models.Model):
     tools_applied_attempt = models.PositiveIntegerField(null=True, blank=True)  # ran confirmed tools in this attempt
     # When a cancel was asked of the run while it executed; the watcher reads it when Redis cannot tell it.
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # The inbox channel of the web process whose client asked for this run's stream when submitting it: its events
+    # go there too, so that stream needs no subscription of its own (runs.streams).
+    stream_inbox = models.CharField(max_length=200, null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)

@@ -108,10 +108,10 @@ ACCEPT_ROWS = f"""
     admitted AS (
         INSERT INTO {RUNS} (run_id, session_id, component_type, component_id, user_id, status, input_content,
                             session_state_input, metadata, background, stream, queued, attempt, run_messages,
-                            next_event_index, tool_decisions)
+                            next_event_index, tool_decisions, stream_inbox)
         SELECT %(ticket_id)s, %(session_id)s, %(component_type)s, %(component_id)s, %(user_id)s, 'PENDING',
                %(message)s, %(session_state)s::jsonb, %(metadata)s::jsonb, %(background)s, %(stream)s, true, 0,
-               '[]', 0, '[]'
+               '[]', 0, '[]', %(stream_inbox)s
         FROM owner, gate
         WHERE gate.open AND owner.component_type = %(component_type)s AND owner.component_id = %(component_id)s
           AND owner.user_id IS NOT DISTINCT FROM %(user_id)s
@@ -124,6 +124,7 @@ ACCEPT_TYPES = {
     "metadata": "jsonb",
     "background": "boolean",
     "stream": "boolean",
+    "stream_inbox": "text",
 }
 
 
@@ -173,6 +174,7 @@ def run_submit(*, submission: Submission) -> Accepted:
             "metadata": _json_or_null(submission.metadata),
             "background": submission.background,
             "stream": submission.stream,
+            "stream_inbox": submission.stream_inbox,
         },
         types=ACCEPT_TYPES,
         answers=("EXISTS (SELECT 1 FROM owner)",),
@@ -190,7 +192,7 @@ def run_submit(*, submission: Submission) -> Accepted:
     if not admitted.accepted:
         raise SessionNotYours(submission.session_id)
     metrics.recorder.observe("accept_latency_seconds", time.perf_counter() - started)
-    return Accepted(str(run_id), submission.session_id, RunStatus.PENDING)
+    return Accepted(str(run_id), submission.session_id, RunStatus.PENDING, stream_inbox=submission.stream_inbox)
 
 
 def run_submit_in_process(*, submission: Submission) -> Accepted:

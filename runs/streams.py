@@ -6,6 +6,12 @@ or both; `event_index` drops the second copy, so a stream never repeats or skips
 a quiet run holds no thread and no database connection: at each keepalive it rereads the buffer (covering a
 pub/sub gap) and asks PostgreSQL, through a small shared pool, whether the run ended without it hearing so;
 if it did, the stored events finish the stream.
+
+The stream of a submit (`stream=true`) needs neither the subscription nor the first read: the hub listens on
+an inbox of its process from its start, the submit names that inbox on the run (`stream_inbox`) once the hub
+has it, and every event of the run is published there too. Whatever reaches the inbox before the stream asks
+for it is kept for it (for `UNCLAIMED_SECONDS`). Events within a leg are numbered without gaps, so a stream that
+receives an event past the next index it expects (one lost in a pub/sub gap) rereads the buffer first.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import contextlib
 import dataclasses
 import json
 import logging
+import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -35,6 +43,7 @@ KEEPALIVE = ": keepalive\n\n"
 RESYNC = b""  # put in every queue when the pub/sub connection had a gap
 SUBSCRIBE_TIMEOUT = 5.0
 ENDED_GRACE = 0.2
+UNCLAIMED_SECONDS = 30.0
 
 
 def frame(name: str, data: str) -> str:
@@ -46,16 +55,19 @@ def meta_frame(name: str, fields: dict) -> str:
 
 
 class Hub:
-    """The process's pub/sub connection, shared by its streams; plus a client for buffer reads."""
+    """The process's pub/sub connection, shared by its streams, with its inbox; plus a client for buffer reads."""
 
     def __init__(self, url: str) -> None:
         pool = redis.asyncio.BlockingConnectionPool.from_url(
             url, socket_connect_timeout=2, max_connections=64, timeout=SUBSCRIBE_TIMEOUT
         )  # a burst of resumes waits for a connection rather than failing
         self.redis = redis.asyncio.Redis(connection_pool=pool)
+        self.inbox = eventbus.inbox(uuid.uuid4().hex)
         self._pubsub = None
         self._queues: dict[str, set[asyncio.Queue]] = {}
         self._confirmed: dict[str, asyncio.Event] = {}
+        self._direct: dict[str, asyncio.Queue] = {}  # run id → the queue of the stream that reads it from the inbox
+        self._unclaimed: dict[str, tuple[float, list[bytes]]] = {}  # run id → (first arrival, its inbox messages)
         self._reader: asyncio.Task | None = None
         self._starting = asyncio.Lock()
 
@@ -63,9 +75,14 @@ class Hub:
         async with self._starting:
             if self._reader is None:
                 pubsub = self.redis.pubsub()
-                await pubsub.subscribe(scoped("streams"))  # one subscription always, so reading never idles
+                # the streams channel: one subscription always, so reading never idles
+                await pubsub.subscribe(scoped("streams"), self.inbox)
                 self._pubsub = pubsub
                 self._reader = asyncio.create_task(self._read(), name="agentos-stream-hub")
+
+    async def start(self) -> None:
+        """Listen from now on (the inbox is offered to submits once Redis has confirmed it)."""
+        await self._start()
 
     @contextlib.asynccontextmanager
     async def listening(self, channel: str):
@@ -88,6 +105,33 @@ class Hub:
                 with contextlib.suppress(redis.RedisError, OSError):
                     await self._pubsub.unsubscribe(channel)
 
+    @contextlib.contextmanager
+    def from_inbox(self, run_id: str):
+        """A queue of the raw events of `run_id` that reach the inbox, those that came before included."""
+        queue: asyncio.Queue = asyncio.Queue()
+        for message in self._unclaimed.pop(run_id, (0.0, []))[1]:
+            queue.put_nowait(message)
+        self._direct[run_id] = queue
+        try:
+            yield queue
+        finally:
+            if self._direct.get(run_id) is queue:
+                del self._direct[run_id]
+
+    def _deliver(self, message: bytes) -> None:
+        run_id, _, frames = message.partition(b"\n")
+        run_id = run_id.decode()
+        if (queue := self._direct.get(run_id)) is not None:
+            queue.put_nowait(frames)
+            return
+        now = time.monotonic()
+        while self._unclaimed:  # the oldest first: drop what no stream came for
+            oldest = next(iter(self._unclaimed))
+            if now - self._unclaimed[oldest][0] < UNCLAIMED_SECONDS:
+                break
+            del self._unclaimed[oldest]
+        self._unclaimed.setdefault(run_id, (now, []))[1].append(frames)
+
     async def _read(self) -> None:
         """Dispatch what the connection receives. After an outage (redis-py reconnects and subscribes again
         inside `get_message`) every stream is told to reread the buffer for what it may have missed."""
@@ -98,24 +142,30 @@ class Hub:
             except (redis.RedisError, OSError) as error:
                 if not gap:
                     log.warning("stream hub lost Redis: %s; reconnecting", error)
+                    _Inbox.ready = None  # submits stop naming it until it is confirmed again
                 gap = True
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, 2.0)
                 continue
             if gap:
                 log.info("stream hub has Redis again")
-                for listeners in self._queues.values():
-                    for queue in listeners:
-                        queue.put_nowait(RESYNC)
+                for queue in (*(q for listeners in self._queues.values() for q in listeners), *self._direct.values()):
+                    queue.put_nowait(RESYNC)
             delay, gap = 0.1, False
             if message is None:
                 continue
             channel = message["channel"].decode()
             if message["type"] == "message":
+                if channel == self.inbox:
+                    self._deliver(message["data"])
+                    continue
                 for queue in self._queues.get(channel, ()):
                     queue.put_nowait(message["data"])
-            elif message["type"] == "subscribe" and channel in self._confirmed:
-                self._confirmed[channel].set()
+            elif message["type"] == "subscribe":
+                if channel == self.inbox:
+                    _Inbox.ready = self.inbox
+                elif channel in self._confirmed:
+                    self._confirmed[channel].set()
 
     async def buffered(self, run_id, after: int) -> tuple[list[bytes], int] | None:
         """The buffered events above `after` and how many the buffer holds; None when there is no buffer."""
@@ -128,6 +178,16 @@ class Hub:
 
 
 _hubs: dict[asyncio.AbstractEventLoop, Hub] = {}
+
+
+class _Inbox:
+    ready: str | None = None  # the inbox of this process's hub, once Redis has confirmed its subscription
+
+
+def ready_inbox() -> str | None:
+    """The inbox a submit may name on its run so its stream reads the run's events from there; None until the
+    process's hub listens on it (its first stream starts the hub)."""
+    return _Inbox.ready
 
 
 def hub() -> Hub:
@@ -178,6 +238,10 @@ class Tail:
     def take_all(self, raws) -> list[str]:
         return [sse for sse in map(self.take, raws) if sse is not None]
 
+    def skips_to(self, raw: bytes | str) -> bool:
+        """Whether the event `raw` comes after one this stream has not had (within a leg, indices have no gaps)."""
+        return not self.ended and json.loads(raw)["event_index"] > self.last + 1
+
 
 async def follow(tail: Tail, queue: asyncio.Queue) -> AsyncIterator[str]:
     """Live frames until the run's stream ends; a keepalive whenever nothing was sent for the keepalive time."""
@@ -189,8 +253,13 @@ async def follow(tail: Tail, queue: asyncio.Queue) -> AsyncIterator[str]:
             raw = await asyncio.wait_for(queue.get(), max(0.0, last_sent + keepalive - loop.time()))
         except TimeoutError:
             raw = None
-        frames = tail.take_all(eventbus.frames_of(raw)) if raw else []
-        if not raw:  # quiet for a keepalive time, or told of a pub/sub gap
+        frames = []
+        if raw:
+            events = eventbus.frames_of(raw)
+            if tail.skips_to(events[0]):  # one got lost on its way (a pub/sub gap): the buffer has it
+                frames = await _buffered_frames(tail)
+            frames += tail.take_all(events)
+        else:  # quiet for a keepalive time, or told of a pub/sub gap
             frames = await _catch_up(tail)
         if not frames and loop.time() - last_sent >= keepalive:
             frames = [KEEPALIVE]
@@ -228,14 +297,22 @@ async def _buffered_frames(tail: Tail) -> list[str]:
     return tail.take_all(buffered[0]) if buffered else []
 
 
-async def run_tail(run_id, kind: str, *, after: int = -1, fresh: bool = False) -> AsyncIterator[str]:
+async def run_tail(
+    run_id, kind: str, *, after: int = -1, fresh: bool = False, inbox: str | None = None
+) -> AsyncIterator[str]:
     """The run's events above `after` as SSE, live, until its stream ends (a submit with stream=true).
 
     `fresh`: the run was queued by this very request (a submit, a continue), so it has not ended unseen: what it
     published is in the buffer, and the database need not be asked first whether it ended (if its buffer was lost,
-    the first quiet keepalive time asks)."""
+    the first quiet keepalive time asks). `inbox`: the run was accepted naming this process's inbox, so all its
+    events come there, and neither a subscription nor a first read of the buffer is needed."""
     tail = Tail(str(run_id), kind, last=after)
     try:
+        if inbox is not None and inbox == hub().inbox:
+            with hub().from_inbox(str(run_id)) as queue:
+                async for sse in follow(tail, queue):
+                    yield sse
+            return
         async with hub().listening(eventbus.channel(run_id)) as queue:
             for sse in await (_buffered_frames(tail) if fresh else _catch_up(tail)):
                 yield sse

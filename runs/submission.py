@@ -24,6 +24,7 @@ class Submission:
     background: bool
     requested_session_id: str | None = None
     idempotency_key: str | None = None
+    stream_inbox: str | None = None  # the submitting web process's inbox, when the client reads the stream there
 
     def digest(self) -> str:
         """What identifies the request for Idempotency-Key replays: everything the client chose but the stream."""
@@ -50,8 +51,13 @@ class Submission:
 
 @dataclasses.dataclass(frozen=True)
 class Accepted:
-    """The 202 body: the run, its session, its status now (PENDING unless an Idempotency-Key replayed it)."""
+    """The 202 body: the run, its session, its status now (PENDING unless an Idempotency-Key replayed it); and,
+    not part of it, the inbox the run's events go to when this very submit accepted it with one."""
 
     run_id: str
     session_id: str
     status: str
+    stream_inbox: str | None = dataclasses.field(default=None, compare=False)
+
+    def body(self) -> dict:
+        return {"run_id": self.run_id, "session_id": self.session_id, "status": self.status}

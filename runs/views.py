@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from concurrent.futures import Future
 
@@ -33,7 +32,7 @@ from .serializers import (
     validated,
 )
 from .services import run_start_inline, run_submit
-from .streams import run_tail
+from .streams import ready_inbox, run_tail
 from .submission import Accepted, Submission
 
 
@@ -52,7 +51,8 @@ def answer(
     client that disconnects cancels the run."""
     # The run had not ended when this request saw it, so whatever ends it is published to its buffer.
     fresh = accepted is None or accepted.status in ("PENDING", "RUNNING")
-    tail = run_tail(run_id, kind, after=after, fresh=fresh) if stream else None
+    inbox = accepted.stream_inbox if accepted is not None else None
+    tail = run_tail(run_id, kind, after=after, fresh=fresh, inbox=inbox) if stream else None
     if done is not None:
         return (
             sse_response(cancelled_on_disconnect(run_id, tail))
@@ -61,7 +61,7 @@ def answer(
         )
     if tail is not None:
         return sse_response(tail)
-    return Response(dataclasses.asdict(accepted), status=status.HTTP_202_ACCEPTED)
+    return Response(accepted.body(), status=status.HTTP_202_ACCEPTED)
 
 
 class SubmitRunView(APIView):
@@ -83,6 +83,7 @@ class SubmitRunView(APIView):
             stream=data["stream"],
             background=data["background"],
             idempotency_key=key,
+            stream_inbox=ready_inbox() if data["stream"] and data["background"] else None,
         )
         if data["background"]:
             accepted = run_submit(submission=submission)

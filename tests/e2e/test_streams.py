@@ -278,6 +278,24 @@ def test_a_streamed_submit_behind_a_head_gets_only_keepalives_until_the_head_end
     assert names[-1] == "RunCompleted"
 
 
+def test_once_its_hub_listens_a_web_process_streams_submits_through_its_inbox_exactly(start_web, start_worker):
+    start_worker(concurrency=4)
+    web = start_web()
+    submit = {"streaming": True, "background": "true"}
+    first = list(sse_frames(web.post(RUNS, message="first sleep=0", session_id="inbox-1", **submit)))
+    message = f"{words(60)} pace=0.005 sleep=0"
+
+    frames = [list(sse_frames(web.post(RUNS, message=message, session_id=f"inbox-{n}", **submit))) for n in (2, 3)]
+
+    assert first[-1][0] == "RunCompleted"
+    for run_frames in frames:
+        run = Run.objects.get(pk=run_frames[0][1]["run_id"])
+        assert run.stream_inbox is not None and run.stream_inbox.startswith(eventbus.inbox(""))
+        assert indices(run_frames) == list(range(final_index(message) + 1))
+        assert [name for name, _ in run_frames][-1] == "RunCompleted"
+    assert Run.objects.get(session_id="inbox-1").stream_inbox is None, "the first stream started the hub"
+
+
 def test_an_inline_stream_whose_client_goes_away_is_cancelled(start_web):
     web = start_web()
     response = web.post(RUNS, streaming=True, message="inline sleep=10", session_id="i-1")

@@ -83,3 +83,29 @@ def test_a_new_leg_numbers_after_what_a_dead_attempt_published(redis_db):
     Run.objects.filter(pk=run.run_id).update(next_event_index=9)
     run.refresh_from_db()
     assert first_event_index(run) == 9
+
+
+def test_a_run_with_an_inbox_has_its_events_published_there_too_after_its_id(redis_db):
+    run = Run.objects.get(pk=accept_run(session_id="sink-3"))
+    run.stream_inbox = eventbus.inbox("test")
+    pubsub = redis_db.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(run.stream_inbox, eventbus.channel(run.run_id))
+    sink = EventSink(run, attempt=1, first_index=0)
+
+    sink.emit("RunStarted", {})
+    sink.emit("RunContent", {"content": "hi"})
+    sink.emit("RunCompleted", {"content": "hi"})
+    sink.publish_held()
+    assert eventbus.sender.flush()
+
+    by_channel: dict[str, list[str]] = {}
+    for _ in range(20):  # until both channels had theirs and nothing more comes
+        message = pubsub.get_message(timeout=0.5)
+        if message is None and len(by_channel) == 2:
+            break
+        if message is not None:
+            by_channel.setdefault(message["channel"].decode(), []).append(message["data"].decode())
+    on_run, on_inbox = by_channel[eventbus.channel(run.run_id)], by_channel[run.stream_inbox]
+    assert on_inbox == [f"{run.run_id}\n{message}" for message in on_run]
+    names = [json.loads(frame)["event"] for message in on_run for frame in eventbus.frames_of(message)]
+    assert names == ["RunStarted", "RunContent", "RunCompleted"]

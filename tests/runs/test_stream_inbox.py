@@ -1,0 +1,83 @@
+"""A web process's inbox (`runs.streams.Hub`), in process against the real Redis: events that reach it before
+their stream asks are kept for it (a while), and a stream that receives an event past the next index it expects
+rereads the buffer for the ones it missed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import pytest
+import redis
+
+from agentos_project.conf import current
+from runs import eventbus, streams
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def event(run_id: str, index: int, name: str = "RunContent") -> str:
+    return eventbus.encode({"event": name, "run_id": run_id, "event_index": index, "content": f"c{index}"})
+
+
+@pytest.fixture
+def publisher(redis_db):
+    client = redis.Redis.from_url(current().services.redis_url)
+    yield client
+    client.close()
+    streams._Inbox.ready = None
+
+
+async def started_hub() -> streams.Hub:
+    hub = streams.hub()
+    await hub.start()
+    for _ in range(200):
+        if streams.ready_inbox() == hub.inbox:
+            return hub
+        await asyncio.sleep(0.01)
+    raise AssertionError("the inbox was not confirmed")
+
+
+def test_events_that_reach_the_inbox_before_their_stream_are_kept_for_it_and_only_a_while(publisher, monkeypatch):
+    early, late, forgotten = (str(uuid.uuid4()) for _ in range(3))
+
+    async def scenario():
+        hub = await started_hub()
+        publisher.publish(hub.inbox, f"{early}\n{event(early, 0)}\n{event(early, 1)}")
+        publisher.publish(hub.inbox, f"{forgotten}\n{event(forgotten, 0)}")
+        await asyncio.sleep(0.2)
+        with hub.from_inbox(early) as queue:
+            publisher.publish(hub.inbox, f"{early}\n{event(early, 2)}")
+            got = [await asyncio.wait_for(queue.get(), 2) for _ in range(2)]
+        monkeypatch.setattr(streams, "UNCLAIMED_SECONDS", 0.0)
+        publisher.publish(hub.inbox, f"{late}\n{event(late, 0)}")  # its arrival drops what waited too long
+        await asyncio.sleep(0.2)
+        return got, set(hub._unclaimed), set(hub._direct)
+
+    got, unclaimed, direct = asyncio.run(scenario())
+
+    frames = [[json.loads(frame)["event_index"] for frame in eventbus.frames_of(raw)] for raw in got]
+    assert frames == [[0, 1], [2]]
+    assert (unclaimed, direct) == ({late}, set())
+
+
+def test_a_stream_that_receives_an_event_past_the_next_one_rereads_the_buffer_first(publisher):
+    run_id = str(uuid.uuid4())
+    eventbus.sender.send(run_id, [json.loads(event(run_id, i)) for i in range(4)])
+    assert eventbus.sender.flush()
+
+    async def scenario():
+        await started_hub()
+        tail = streams.Tail(run_id, "agent")
+        queue: asyncio.Queue = asyncio.Queue()
+        queue.put_nowait(event(run_id, 0).encode())
+        queue.put_nowait(event(run_id, 3).encode())  # 1 and 2 were lost on the way
+        queue.put_nowait(f"{event(run_id, 4)}\n{event(run_id, 5, 'RunCompleted')}".encode())
+        return [frame async for frame in streams.follow(tail, queue)]
+
+    sent = asyncio.run(scenario())
+
+    data = [line[len("data: ") :] for sse in sent for line in sse.splitlines() if line.startswith("data: ")]
+    indices = [json.loads(line)["event_index"] for line in data]
+    assert indices == [0, 1, 2, 3, 4, 5]
