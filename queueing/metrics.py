@@ -16,7 +16,6 @@ import collections
 import logging
 import os
 import threading
-import time
 import uuid
 
 import redis
@@ -122,7 +121,6 @@ class Recorder(OffThread):
                 for field, amount in zip(item[::2], item[1::2], strict=True):
                     self._fresh[field] += amount
             self._send()
-        time.sleep(self.pause)  # what arrives meanwhile goes in the next batch: at most 1/pause sends a second
 
     def flush(self, timeout: float = 10) -> bool:
         """Wait until every increment made so far was sent; False if one is still unconfirmed."""

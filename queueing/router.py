@@ -204,6 +204,7 @@ class Consumed(OffThread):
 
     name = "agentos-consumed"
     batch = 500
+    pause = 0.05  # a marker that outlives its message by as much only delays the sweeper's re-publish by as much
 
     def handle(self, items: list) -> None:
         with contextlib.suppress(redis.RedisError):
