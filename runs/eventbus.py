@@ -48,6 +48,10 @@ class Sender(OffThread):
 
     name = "agentos-events"
     batch = BATCH
+    # After each batch the thread rests 2 ms: a run that emits events in a burst has them go out in a few
+    # batches, not one wake-up and one pipeline each (a streamed drain's worker CPU per run 2.81 -> 2.59 ms);
+    # an event that comes after a quiet spell still goes out at once.
+    pause = 0.002
     PAUSE = 5.0
 
     def send(self, run_id, events: Iterable[dict], inbox: str | None = None) -> None:
