@@ -6,6 +6,8 @@ import datetime
 import json
 import uuid
 
+from django.db import connection
+
 from agentos_project.postgres.prepared import Prepared
 from queueing.selectors import ticket_waiting_on
 
@@ -48,16 +50,25 @@ LEG = Prepared(
 )
 
 
+_RUN_FIELDS = [field.attname for field in Run._meta.concrete_fields]
+_FROM_DB = [getattr(field, "from_db_value", None) for field in Run._meta.concrete_fields]  # JSON fields decode
+
+
 def run_for_leg(*, run_id: str, attempt: int, window: int | None) -> tuple[Run, dict, list[dict]] | None:
     """The run as `attempt` left it, its session's state and its history (`session_history`), in one round trip;
     None when a newer attempt started the run."""
-    found = list(Run.objects.raw(*LEG.call({"run_id": run_id, "attempt": attempt, "window": window})))
-    if not found:
+    with connection.cursor() as cursor:
+        cursor.execute(*LEG.call({"run_id": run_id, "attempt": attempt, "window": window}))
+        row = cursor.fetchone()
+    if row is None:
         return None
-    run = found[0]
-    state, turns = json.loads(run.leg_state), json.loads(run.leg_history)
-    del run.leg_state, run.leg_history
-    return run, state, [message for turn in turns for message in turn]
+    *columns, state, turns = row
+    values = [
+        value if convert is None else convert(value, None, connection)
+        for convert, value in zip(_FROM_DB, columns, strict=True)
+    ]
+    run = Run.from_db(connection.alias, _RUN_FIELDS, values)
+    return run, json.loads(state), [message for turn in json.loads(turns) for message in turn]
 
 
 def session_history(*, session_id: str, runs: int | None = None) -> list[dict]:
