@@ -250,9 +250,13 @@ async def follow(tail: Tail, queue: asyncio.Queue) -> AsyncIterator[str]:
     last_sent = loop.time()
     while not tail.ended:
         try:
-            raw = await asyncio.wait_for(queue.get(), max(0.0, last_sent + keepalive - loop.time()))
-        except TimeoutError:
-            raw = None
+            raw = queue.get_nowait()  # what came meanwhile, with no waiting machinery at all
+        except asyncio.QueueEmpty:
+            try:
+                async with asyncio.timeout_at(last_sent + keepalive):  # no task per wait, unlike wait_for
+                    raw = await queue.get()
+            except TimeoutError:
+                raw = None
         frames = []
         if raw:
             events = eventbus.frames_of(raw)
