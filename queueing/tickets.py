@@ -328,6 +328,10 @@ def _claiming(start_sql: str | None, target: str) -> str:
     """The CTEs of a claim of the ticket whose id is the SQL expression `target`: `claimed` (its row, if claimed)
     and, with the executor's `start_sql`, `started`."""
     started = f", started AS ({start_sql})" if start_sql else ""
+    # The ticket is found by its key, whatever the statistics say: its state is tested in a sub-select, so that no
+    # partial index's predicate (live, claimable...) follows from the statement's conditions and the planner never
+    # scans such an index instead (the statistics of a queue that has grown since they were taken make that scan
+    # look free, and it reads every ticket it holds).
     return f"""
         WITH old AS (SELECT id, status, serialized, created_at, updated_at,
                             attempt = 0 AND available_at = created_at AS fresh  -- never ran, never requeued
@@ -336,11 +340,11 @@ def _claiming(start_sql: str | None, target: str) -> str:
             UPDATE {TABLE} AS t SET status = 'running', attempt = t.attempt + 1, locked_by = %(worker_id)s,
                    locked_at = statement_timestamp(), updated_at = statement_timestamp()
             FROM old
-            WHERE t.id = old.id AND t.attempt < t.max_attempts
-              AND ((t.status = 'queued' AND t.available_at <= statement_timestamp()
-                    AND (t.is_head OR NOT t.serialized))
-                   OR (t.status = 'running' AND %(grace)s IS NOT NULL
-                       AND t.locked_at < statement_timestamp() - %(grace)s * interval '1 second'))
+            WHERE t.id = {target} AND t.id = old.id AND t.attempt < t.max_attempts
+              AND (SELECT (t.status = 'queued' AND t.available_at <= statement_timestamp()
+                           AND (t.is_head OR NOT t.serialized))
+                          OR (t.status = 'running' AND %(grace)s IS NOT NULL
+                              AND t.locked_at < statement_timestamp() - %(grace)s * interval '1 second'))
               AND NOT (t.serialized AND EXISTS (
                     SELECT 1 FROM {TABLE} AS earlier
                     WHERE earlier.session_id = t.session_id AND earlier.serialized
