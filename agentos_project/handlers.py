@@ -107,4 +107,7 @@ class SyncChainHandler(ASGIHandler):
                 with contextlib.suppress(asyncio.CancelledError, RequestAborted):
                     await task
         finally:
-            await sync_to_async(response.close, thread_sensitive=True)()
+            # On the event loop, not the request's thread: a streamed response's view gave its database
+            # connection back before returning (runs.responses), and the `request_finished` receivers find none
+            # of this thread's to close. No thread is woken for it.
+            response.close()

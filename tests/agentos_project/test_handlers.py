@@ -6,6 +6,7 @@ import threading
 
 from asgiref.testing import ApplicationCommunicator
 from django.core import signals
+from django.http import StreamingHttpResponse
 
 from agentos_project.handlers import SharedThreads, SyncChainHandler
 
@@ -59,3 +60,32 @@ def test_a_request_starts_and_finishes_on_one_shared_thread_before_its_answer_go
     assert (first, last) == ("started", "finished")
     assert thread == same_thread and thread.startswith("agentos-sync-")
     assert (before_start, before_answer) == (0, 0), "nothing was sent before the request finished"
+
+
+def test_a_streamed_response_is_closed_once_its_body_has_gone_out_without_a_thread():
+    sent, finished = [], []
+
+    async def chunks():
+        yield b"event: a\n\n"
+        yield b"event: b\n\n"
+
+    def on_finished(**_):
+        finished.append((len(sent), threading.current_thread().name))
+
+    async def call():
+        async def receive():
+            await asyncio.sleep(10)
+
+        async def send(message):
+            sent.append(message)
+
+        signals.request_finished.connect(on_finished, weak=False)
+        try:
+            await SyncChainHandler()._stream(StreamingHttpResponse(chunks()), receive, send)
+        finally:
+            signals.request_finished.disconnect(on_finished)
+
+    asyncio.run(call())
+
+    assert [m.get("body", b"") for m in sent[1:]] == [b"event: a\n\n", b"event: b\n\n", b""]
+    assert finished == [(4, "MainThread")], "once, after the end of the body, on the event loop's thread"
