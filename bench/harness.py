@@ -15,6 +15,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 from . import cpu
 
@@ -88,6 +89,17 @@ class Client:
             return None
         counts = response.json()["counts"]
         return counts["queued"] + counts["running"]
+
+    def histogram(self, name: str) -> tuple[float, float] | None:
+        """(sum, count) of the server's histogram `agentos_<name>` from `/metrics`; None when that is not open."""
+        response = self.http.get(f"{self.url}/metrics", timeout=30)
+        if response.status_code != 200:
+            return None
+        values = {}
+        for family in text_string_to_metric_families(response.text):
+            for sample in family.samples:
+                values[sample.name] = sample.value
+        return values.get(f"agentos_{name}_sum", 0.0), values.get(f"agentos_{name}_count", 0.0)
 
     def poll(self, run_id: str, session_id: str, agent: str = AGENT) -> dict:
         response = self.http.get(
@@ -237,7 +249,10 @@ def drain(
 
 def handoff(client: Client, *, sessions: int = 20, runs_per_session: int = 10, sleep: float = 0.5) -> list[float]:
     """Milliseconds from the end of run k to the start of run k+1 of the same session (server times), counted
-    only where run k+1 had been accepted before run k ended, so the gap is the hand-off and not the client."""
+    only where run k+1 had been accepted before run k ended, so the gap is the hand-off and not the client.
+
+    A hand-off claims run k+1 in the very statement that records run k's end, so the two stored times are equal;
+    `handoff_in_worker` tells the rest (that statement's commit to the next leg's start)."""
     tag = uuid.uuid4().hex[:6]
     plan = [
         (f"handoff-{tag}-{s}", f"turn {k} sleep={sleep:g}") for s in range(sessions) for k in range(runs_per_session)
