@@ -7,15 +7,18 @@ closed connection back into a pool when it is idle and healthy, and takes one fr
 checking first (without a round trip: see `_alive`) that the server has not closed it, so a server restart
 costs a reconnect rather than an error.
 
-The database entry's `POOL_SIZE` caps the connections a process has open at once (`AGENTOS_DB_POOL_SIZE`): a
-thread that needs one more waits up to `POOL_TIMEOUT` seconds for another to be closed, then gets an
-OperationalError (a 503 for a request, a retried settle for a worker). A thread marked `reserved()` (the lease
-heartbeat) is never made to wait: it may open one connection beyond the cap, so a busy pool cannot starve
-leases. A connection dropped without being closed (its thread gone) frees its place when it is collected.
+The database entry's `POOL_SIZE` caps the connections a process has open at once (`AGENTOS_DB_POOL_SIZE`): a thread
+that needs one more waits up to `POOL_TIMEOUT` seconds for another to be closed (waiting threads are served in the
+order they came), then gets an OperationalError (a 503 for a request, a retried settle for a worker). A thread
+marked `reserved()` (the lease heartbeat) is never made to wait: it may open one connection beyond the cap, so a
+busy pool cannot starve leases. A connection dropped without being closed (its thread gone) frees its place when it
+is collected.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 import select
 import threading
@@ -40,6 +43,20 @@ class PoolExhausted(OperationalError):
     pass
 
 
+class _Waiter(threading.Condition):
+    """A thread waiting in an `IdlePool` (on the pool's lock): served with a connection, or with None (a place to
+    open one in)."""
+
+    def __init__(self, lock) -> None:
+        super().__init__(lock)
+        self.served = False
+        self.connection = None
+
+    def serve(self, connection) -> None:
+        self.connection, self.served = connection, True
+        self.notify()
+
+
 class IdlePool:
     def __init__(self, limit: int = IDLE_LIMIT, size: int | None = None, timeout: float = 10.0):
         self.limit = limit
@@ -47,27 +64,58 @@ class IdlePool:
         self.timeout = timeout
         self.idle: list = []
         self.open = 0
-        self.lock = threading.Condition()
+        self.lock = threading.RLock()  # a connection collected while the lock is held frees its place (`_free`)
+        self._waiters: collections.deque[_Waiter] = collections.deque()
         self._places: dict[int, weakref.finalize] = {}
 
     def take(self):
         """A healthy idle connection, or None: the caller may open a new one (and must `count` it). Waits while
-        the cap is reached, up to `timeout`; raises PoolExhausted after that."""
-        deadline = time.monotonic() + self.timeout
-        while True:
-            with self.lock:
-                while not self.idle and not self._may_open():
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise PoolExhausted(f"all {self.size} database connections of this process are in use")
-                    self.lock.wait(remaining)
-                if not self.idle:
+        the cap is reached, up to `timeout`; raises PoolExhausted after that.
+
+        Waiting threads are served in the order they came: a connection given back, or a place freed, goes to
+        the one that has waited longest, and no thread takes an idle connection or a free place while others
+        wait. Otherwise a thread that gives its connection back and at once needs one again (a worker thread
+        between the statements of a run and of the next it was handed) wins it over and over, and a thread that
+        arrived meanwhile can wait for seconds (a claim waiting so long that the sweeper sends its message again).
+        """
+        connection = self._take_or_wait(time.monotonic() + self.timeout)
+        if connection is None or _alive(connection):
+            return connection
+        self._reopen(connection)
+        return None
+
+    def _take_or_wait(self, deadline: float):
+        with self.lock:
+            if not self._waiters or getattr(_local, "reserved", False):  # the heartbeat never queues
+                if self.idle:
+                    return self.idle.pop()
+                if self._may_open():
                     self.open += 1  # the caller opens it; `discard` gives the place back if that fails
                     return None
-                connection = self.idle.pop()
-            if _alive(connection):
-                return connection
-            self.close(connection)
+            waiter = _Waiter(self.lock)
+            self._waiters.append(waiter)
+            while not waiter.served:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._waiters.remove(waiter)
+                    raise PoolExhausted(f"all {self.size} database connections of this process are in use")
+                waiter.wait(remaining)
+            return waiter.connection
+
+    def _reopen(self, connection) -> None:
+        """`connection` went bad while idle: close it and keep its place for the one the caller opens instead."""
+        with self.lock:
+            finalizer = self._places.pop(id(connection), None)
+        if finalizer is not None:
+            finalizer.detach()
+        with contextlib.suppress(psycopg2.Error):
+            connection.close()
+
+    def _serve_place(self) -> None:
+        """A place is free (lock held): it goes to the longest waiter, which opens a connection in it."""
+        if self._waiters and (self.size is None or self.open < self.size):
+            self.open += 1
+            self._waiters.popleft().serve(None)
 
     def _may_open(self) -> bool:
         return self.size is None or self.open < self.size or getattr(_local, "reserved", False)
@@ -81,7 +129,7 @@ class IdlePool:
         """The connection `take` made a place for could not be opened."""
         with self.lock:
             self.open -= 1
-            self.lock.notify()
+            self._serve_place()
 
     def give(self, connection) -> bool:
         """Keep `connection` for reuse if it is open, outside any transaction, counted by this pool (not one a
@@ -91,10 +139,14 @@ class IdlePool:
             return False
         with self.lock:
             over_cap = self.size is not None and self.open > self.size
-            if id(connection) not in self._places or over_cap or len(self.idle) >= self.limit:
+            if id(connection) not in self._places or over_cap or self.limit <= 0:
+                return False
+            if self._waiters:
+                self._waiters.popleft().serve(connection)
+                return True
+            if len(self.idle) >= self.limit:
                 return False
             self.idle.append(connection)
-            self.lock.notify()
         return True
 
     def close(self, connection) -> None:
@@ -111,7 +163,7 @@ class IdlePool:
         with self.lock:
             self._places.pop(key, None)
             self.open -= 1
-            self.lock.notify()
+            self._serve_place()
 
     def clear(self) -> None:
         with self.lock:
@@ -142,8 +194,8 @@ def _forget_inherited_connections() -> None:
     for pool in _pools.values():
         for finalizer in pool._places.values():
             finalizer.detach()
-        pool.idle, pool.open, pool._places = [], 0, {}
-        pool.lock = threading.Condition()
+        pool.idle, pool.open, pool._places, pool._waiters = [], 0, {}, collections.deque()
+        pool.lock = threading.RLock()
 
 
 os.register_at_fork(after_in_child=_forget_inherited_connections)

@@ -100,6 +100,7 @@ def test_the_cap_makes_a_thread_wait_then_refuses_and_the_heartbeat_still_connec
     try:
         with pytest.raises(PoolExhausted):
             on_a_new_thread(backend_pid)
+        assert len(pool._waiters) == 0  # the one that gave up left the queue: nothing is handed to it later
 
         def as_heartbeat():
             reserved()
@@ -128,6 +129,75 @@ def test_a_waiting_thread_gets_the_connection_another_closes():
         for thread in threads:
             thread.join()
         pool.size, pool.timeout = saved
+
+
+def until(condition, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
+
+
+def test_a_thread_that_gives_its_connection_back_and_needs_one_again_queues_behind_the_waiting_ones():
+    pool, saved = capped(1, timeout=5)
+    order, again = [], threading.Event()
+
+    def holder():
+        try:
+            backend_pid()
+            again.wait(5)
+            connection.close()  # the waiting thread's, at once
+            backend_pid()  # so this waits for it
+            order.append("holder, again")
+        finally:
+            connection.close()
+
+    def waiter():
+        try:
+            backend_pid()
+            order.append("waiter")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=holder), threading.Thread(target=waiter)]
+    try:
+        threads[0].start()
+        until(lambda: pool.open == pool.size)
+        threads[1].start()
+        until(lambda: len(pool._waiters) == 1)
+        again.set()
+        for thread in threads:
+            thread.join(10)
+    finally:
+        pool.size, pool.timeout = saved
+    assert order == ["waiter", "holder, again"]
+    assert len(pool._waiters) == 0
+
+
+def test_waiting_threads_are_served_in_the_order_they_came():
+    pool, saved = capped(1, timeout=5)
+    release, order = threading.Event(), []
+    threads = holding(1, release)
+
+    def waiter(name):
+        try:
+            backend_pid()
+            order.append(name)
+        finally:
+            connection.close()
+
+    waiters = [threading.Thread(target=waiter, args=(name,)) for name in ("first", "second", "third")]
+    try:
+        for count, thread in enumerate(waiters, start=1):
+            thread.start()
+            until(lambda count=count: len(pool._waiters) == count)
+        release.set()
+        for thread in [*threads, *waiters]:
+            thread.join(10)
+    finally:
+        release.set()
+        pool.size, pool.timeout = saved
+    assert order == ["first", "second", "third"]
 
 
 def test_a_connection_dropped_without_closing_frees_its_place():
