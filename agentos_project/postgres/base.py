@@ -94,13 +94,30 @@ class IdlePool:
                     return None
             waiter = _Waiter(self.lock)
             self._waiters.append(waiter)
-            while not waiter.served:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    self._waiters.remove(waiter)
-                    raise PoolExhausted(f"all {self.size} database connections of this process are in use")
-                waiter.wait(remaining)
+            self._serve_waiting()  # what a collection freed meanwhile (a dropped connection's place) is served now
+            try:
+                while not waiter.served:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise PoolExhausted(f"all {self.size} database connections of this process are in use")
+                    waiter.wait(min(remaining, 1.0))  # a wake-up lost to a collection inside wait costs 1 s at most
+            except BaseException:
+                self._leave(waiter)
+                raise
             return waiter.connection
+
+    def _leave(self, waiter: _Waiter) -> None:
+        """`waiter` gives up (lock held): out of the queue, and what it was served meanwhile goes to the next."""
+        if not waiter.served:
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(waiter)
+        elif waiter.connection is not None and self.limit > 0:
+            self.idle.append(waiter.connection)
+        elif waiter.connection is not None:  # pooling has stopped (`close_pools`)
+            self.close(waiter.connection)
+        else:
+            self.open -= 1
+        self._serve_waiting()
 
     def _reopen(self, connection) -> None:
         """`connection` went bad while idle: close it and keep its place for the one the caller opens instead."""
@@ -111,11 +128,14 @@ class IdlePool:
         with contextlib.suppress(psycopg2.Error):
             connection.close()
 
-    def _serve_place(self) -> None:
-        """A place is free (lock held): it goes to the longest waiter, which opens a connection in it."""
-        if self._waiters and (self.size is None or self.open < self.size):
-            self.open += 1
-            self._waiters.popleft().serve(None)
+    def _serve_waiting(self) -> None:
+        """Idle connections and free places go to the longest waiters (lock held)."""
+        while self._waiters and (self.idle or self.size is None or self.open < self.size):
+            if self.idle:
+                self._waiters.popleft().serve(self.idle.pop())
+            else:
+                self.open += 1  # the waiter opens a connection in it
+                self._waiters.popleft().serve(None)
 
     def _may_open(self) -> bool:
         return self.size is None or self.open < self.size or getattr(_local, "reserved", False)
@@ -129,7 +149,7 @@ class IdlePool:
         """The connection `take` made a place for could not be opened."""
         with self.lock:
             self.open -= 1
-            self._serve_place()
+            self._serve_waiting()
 
     def give(self, connection) -> bool:
         """Keep `connection` for reuse if it is open, outside any transaction, counted by this pool (not one a
@@ -163,7 +183,7 @@ class IdlePool:
         with self.lock:
             self._places.pop(key, None)
             self.open -= 1
-            self._serve_place()
+            self._serve_waiting()
 
     def clear(self) -> None:
         with self.lock:

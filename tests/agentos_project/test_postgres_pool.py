@@ -8,7 +8,15 @@ import psycopg2
 import pytest
 from django.db import connection
 
-from agentos_project.postgres.base import DatabaseWrapper, PoolExhausted, pool_for, reserved, warm
+from agentos_project.postgres.base import (
+    DatabaseWrapper,
+    IdlePool,
+    PoolExhausted,
+    _Waiter,
+    pool_for,
+    reserved,
+    warm,
+)
 
 from ..conftest import terminate_backend
 
@@ -198,6 +206,91 @@ def test_waiting_threads_are_served_in_the_order_they_came():
         release.set()
         pool.size, pool.timeout = saved
     assert order == ["first", "second", "third"]
+
+
+def test_the_heartbeat_connects_at_once_while_other_threads_wait_in_line():
+    pool, saved = capped(1, timeout=5)
+    release, got = threading.Event(), []
+    threads = holding(1, release)
+
+    def waiter():
+        try:
+            got.append(backend_pid())
+        finally:
+            connection.close()
+
+    def as_heartbeat():
+        reserved()
+        return backend_pid()
+
+    queued = threading.Thread(target=waiter)
+    try:
+        queued.start()
+        until(lambda: len(pool._waiters) == 1)
+        started = time.monotonic()
+        assert on_a_new_thread(as_heartbeat) > 0
+        assert time.monotonic() - started < 1.0
+        assert got == []  # still in line: the heartbeat's connection was one beyond the cap
+    finally:
+        release.set()
+        for thread in [*threads, queued]:
+            thread.join(10)
+        pool.size, pool.timeout = saved
+    assert len(got) == 1
+
+
+def test_a_place_freed_by_a_connection_too_dirty_to_keep_goes_to_the_waiting_thread():
+    pool, saved = capped(1, timeout=5)
+    leave, pids = threading.Event(), []
+
+    def holder():
+        try:
+            connection.set_autocommit(False)  # closed inside a transaction: not kept, its place freed
+            pids.append(backend_pid())
+            leave.wait(5)
+        finally:
+            connection.close()
+
+    def waiter():
+        try:
+            pids.append(backend_pid())
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=holder), threading.Thread(target=waiter)]
+    try:
+        threads[0].start()
+        until(lambda: pool.open == pool.size)
+        threads[1].start()
+        until(lambda: len(pool._waiters) == 1)
+        leave.set()
+        for thread in threads:
+            thread.join(10)
+    finally:
+        pool.size, pool.timeout = saved
+    assert len(pids) == 2 and pids[0] != pids[1]  # a new connection, opened in the freed place
+    assert len(pool._waiters) == 0
+
+
+@pytest.mark.parametrize("served_first", [False, True])
+def test_a_thread_interrupted_while_waiting_leaves_the_line_and_what_it_was_given(monkeypatch, served_first):
+    pool = IdlePool(size=1, timeout=5)
+    assert pool.take() is None  # the one place, taken (its connection would be opened now)
+
+    def interrupted(waiter, timeout):
+        if served_first:
+            pool.discard()  # the place comes free and is served to this waiter just before the interrupt
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_Waiter, "wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        pool.take()
+
+    assert (len(pool._waiters), pool.open) == (0, 0 if served_first else 1)
+    if not served_first:
+        pool.discard()
+    assert pool.take() is None  # the place is free again, and nobody gone is served it
+    assert pool.open == 1
 
 
 def test_a_connection_dropped_without_closing_frees_its_place():
