@@ -252,7 +252,8 @@ def handoff(client: Client, *, sessions: int = 20, runs_per_session: int = 10, s
     only where run k+1 had been accepted before run k ended, so the gap is the hand-off and not the client.
 
     A hand-off claims run k+1 in the very statement that records run k's end, so the two stored times are equal;
-    `handoff_in_worker` tells the rest (that statement's commit to the next leg's start)."""
+    the worker's histogram `agentos_handoff_latency_seconds` (`Client.histogram`, read by the bench's handoff
+    scenario) tells the rest: that statement's commit to the next leg's start."""
     tag = uuid.uuid4().hex[:6]
     plan = [
         (f"handoff-{tag}-{s}", f"turn {k} sleep={sleep:g}") for s in range(sessions) for k in range(runs_per_session)

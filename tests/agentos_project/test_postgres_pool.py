@@ -146,33 +146,47 @@ def until(condition, timeout: float = 5.0) -> None:
         time.sleep(0.001)
 
 
+def started(work) -> threading.Thread:
+    """`work` on a thread of its own, already started, that closes its connection at the end (as a request's)."""
+
+    def run():
+        try:
+            work()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def noting(into: list, name: str):
+    """Work that takes a connection, then notes `name` in `into`."""
+    return lambda: (backend_pid(), into.append(name))
+
+
+def queued_behind(pool, holder, waiter) -> list[threading.Thread]:
+    """`holder` started and holding the pool's one place, then `waiter` started and waiting in line for it."""
+    first = started(holder)
+    until(lambda: pool.open == pool.size)
+    second = started(waiter)
+    until(lambda: len(pool._waiters) == 1)
+    return [first, second]
+
+
 def test_a_thread_that_gives_its_connection_back_and_needs_one_again_queues_behind_the_waiting_ones():
     pool, saved = capped(1, timeout=5)
     order, again = [], threading.Event()
 
     def holder():
-        try:
-            backend_pid()
-            again.wait(5)
-            connection.close()  # the waiting thread's, at once
-            backend_pid()  # so this waits for it
-            order.append("holder, again")
-        finally:
-            connection.close()
+        backend_pid()
+        again.wait(5)
+        connection.close()  # the waiting thread's, at once
+        backend_pid()  # so this waits for it
+        order.append("holder, again")
 
-    def waiter():
-        try:
-            backend_pid()
-            order.append("waiter")
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=holder), threading.Thread(target=waiter)]
     try:
-        threads[0].start()
-        until(lambda: pool.open == pool.size)
-        threads[1].start()
-        until(lambda: len(pool._waiters) == 1)
+        threads = queued_behind(pool, holder, noting(order, "waiter"))
         again.set()
         for thread in threads:
             thread.join(10)
@@ -186,21 +200,12 @@ def test_waiting_threads_are_served_in_the_order_they_came():
     pool, saved = capped(1, timeout=5)
     release, order = threading.Event(), []
     threads = holding(1, release)
-
-    def waiter(name):
-        try:
-            backend_pid()
-            order.append(name)
-        finally:
-            connection.close()
-
-    waiters = [threading.Thread(target=waiter, args=(name,)) for name in ("first", "second", "third")]
     try:
-        for count, thread in enumerate(waiters, start=1):
-            thread.start()
+        for count, name in enumerate(("first", "second", "third"), start=1):
+            threads.append(started(noting(order, name)))
             until(lambda count=count: len(pool._waiters) == count)
         release.set()
-        for thread in [*threads, *waiters]:
+        for thread in threads:
             thread.join(10)
     finally:
         release.set()
@@ -213,27 +218,20 @@ def test_the_heartbeat_connects_at_once_while_other_threads_wait_in_line():
     release, got = threading.Event(), []
     threads = holding(1, release)
 
-    def waiter():
-        try:
-            got.append(backend_pid())
-        finally:
-            connection.close()
-
     def as_heartbeat():
         reserved()
         return backend_pid()
 
-    queued = threading.Thread(target=waiter)
     try:
-        queued.start()
+        threads.append(started(lambda: got.append(backend_pid())))
         until(lambda: len(pool._waiters) == 1)
-        started = time.monotonic()
+        started_at = time.monotonic()
         assert on_a_new_thread(as_heartbeat) > 0
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started_at < 1.0
         assert got == []  # still in line: the heartbeat's connection was one beyond the cap
     finally:
         release.set()
-        for thread in [*threads, queued]:
+        for thread in threads:
             thread.join(10)
         pool.size, pool.timeout = saved
     assert len(got) == 1
@@ -244,25 +242,12 @@ def test_a_place_freed_by_a_connection_too_dirty_to_keep_goes_to_the_waiting_thr
     leave, pids = threading.Event(), []
 
     def holder():
-        try:
-            connection.set_autocommit(False)  # closed inside a transaction: not kept, its place freed
-            pids.append(backend_pid())
-            leave.wait(5)
-        finally:
-            connection.close()
+        connection.set_autocommit(False)  # closed inside a transaction: not kept, its place freed
+        pids.append(backend_pid())
+        leave.wait(5)
 
-    def waiter():
-        try:
-            pids.append(backend_pid())
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=holder), threading.Thread(target=waiter)]
     try:
-        threads[0].start()
-        until(lambda: pool.open == pool.size)
-        threads[1].start()
-        until(lambda: len(pool._waiters) == 1)
+        threads = queued_behind(pool, holder, lambda: pids.append(backend_pid()))
         leave.set()
         for thread in threads:
             thread.join(10)
