@@ -8,9 +8,10 @@ from django.db import connection
 from django.test import override_settings
 from rest_framework.test import APIClient
 
+from agentos_project.celery import app
 from agentos_project.conf import current
 from queueing.models import Ticket
-from queueing.router import publish
+from queueing.router import EXECUTE_TASK, publish, publisher, task_message
 from runs.models import FINISHED, Run, RunEvent
 
 from ..conftest import submit_background, wait_until
@@ -100,3 +101,71 @@ def test_an_answer_postgres_cannot_store_as_is_ends_at_once_and_its_successor_co
         "COMPLETED",
         "echo: after sleep=0 (history: 2 messages)",
     )
+
+
+def test_plain_messages_take_the_lean_way_and_each_is_acknowledged(start_worker):
+    """Prefetch is the concurrency (2): had a message of the fast path stayed unacknowledged, the worker would
+    have stopped taking messages after two of the six. No Celery request is made for them, so Celery's remote
+    control lists none active while one runs."""
+    start_worker(concurrency=2)
+    api = APIClient()
+    running = submit_background(api, "lean-running", "lean sleep=1.5")
+    wait_until(lambda: Run.objects.get(pk=running).status == "RUNNING", timeout=10, what="the run to start")
+    assert list(app.control.inspect(timeout=1).active().values()) == [[]]
+    run_ids = [submit_background(api, f"lean-{n}", "lean sleep=0") for n in range(6)]
+
+    wait_all_finished([running, *run_ids], timeout=20)
+
+    assert list(Run.objects.filter(pk__in=[running, *run_ids]).values_list("status", flat=True)) == ["COMPLETED"] * 7
+
+
+def test_a_message_with_an_eta_takes_celerys_way(start_worker, redis_db):
+    api = APIClient()
+    run_id = submit_background(api, "lean-eta", "later sleep=0")
+    assert publisher.flush()
+    redis_db.delete(app.conf.task_default_queue)  # the message accept sent: only the one with an ETA is left
+    publish(run_id, countdown=3)
+    start_worker(concurrency=2)
+
+    scheduled = wait_until(lambda: app.control.inspect(timeout=1).scheduled(), timeout=10, what="the worker to answer")
+    assert [entry["request"]["args"] for entries in scheduled.values() for entry in entries] == [[run_id]]
+    wait_all_finished([run_id], timeout=20)
+    assert Run.objects.get(pk=run_id).status == "COMPLETED"
+
+
+def test_a_message_whose_execution_raises_is_logged_and_acknowledged(start_worker, redis_db):
+    """Prefetch 1: the next run starts only once the failed message was acknowledged."""
+    worker = start_worker(concurrency=1)
+    redis_db.lpush(app.conf.task_default_queue, task_message("not-a-ticket"))
+    wait_until(lambda: "ticket=not-a-ticket execute raised" in worker.log(), timeout=10, what="the failure logged")
+
+    run_id = submit_background(APIClient(), "lean-after", "after sleep=0")
+
+    wait_all_finished([run_id], timeout=20)
+    assert Run.objects.get(pk=run_id).status == "COMPLETED"
+    assert "ERROR agentos.queue ticket=not-a-ticket execute raised" in worker.log()
+    assert "celery.app.trace" not in worker.log()
+
+
+AMQP = "amqp://guest:guest@127.0.0.1:5672//"
+
+
+def test_the_lean_way_acknowledges_on_a_rabbitmq_broker_too(start_worker):
+    """RabbitMQ holds a message unacknowledged until the worker says so: with prefetch 1, the second run of this
+    test starts only once the first one's message was acknowledged through the consumer's event loop."""
+    try:
+        connection_ = app.connection_for_write(AMQP)
+        connection_.ensure_connection(max_retries=1)
+    except Exception as error:  # noqa: BLE001 - any failure to connect means there is no broker to test against
+        pytest.skip(f"RabbitMQ not answering at {AMQP}: {error}")
+    worker = start_worker(concurrency=1, CELERY_BROKER_URL=AMQP)
+    api = APIClient()
+    run_ids = [submit_background(api, f"lean-amqp-{n}", "over amqp sleep=0") for n in range(2)]
+    with connection_:
+        connection_.default_channel.queue_purge(app.conf.task_default_queue)  # what an earlier test left
+        for run_id in run_ids:
+            app.send_task(EXECUTE_TASK, args=[run_id], connection=connection_, exchange="", routing_key="agentos")
+
+    wait_all_finished(run_ids, timeout=20)
+    assert list(Run.objects.filter(pk__in=run_ids).values_list("status", flat=True)) == ["COMPLETED"] * 2
+    assert "celery.app.trace" not in worker.log()

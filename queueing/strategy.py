@@ -1,0 +1,67 @@
+"""How a worker takes an execute message in: a lean Celery strategy (`Task.Strategy`) for `execute_ticket`.
+
+Celery's default strategy builds a `Request` for every message (headers parsed, worker state kept, a logging
+context made) and runs the task inside its tracer (signals, a request stack, a result path), which here cost
+about as much CPU as claiming and settling the run. The message carries a ticket id and nothing else, the claim
+is the only gate, and the run's truth is in PostgreSQL, so none of that is needed: a plain message's ticket id
+goes straight to the pool's threads, and the message is acknowledged once `worker_execute` returns (acks late,
+as before), whatever it returned or raised.
+
+Anything else keeps Celery's way: a message with an ETA (a ticket published for the end of its backoff) or an
+expiry, one revoked by id, callbacks registered on the consumer, a pool other than threads, and a worker sending
+task events (`AGENTOS_TASK_EVENTS`, for Flower and `celery events`). The fast path keeps no Celery worker state,
+so `celery inspect active` does not list its tasks; `/queue` does.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+from celery.concurrency.thread import TaskPool as ThreadsPool
+from celery.worker.strategy import default
+from django.db import connections
+
+from .worker import worker_execute
+
+log = logging.getLogger("agentos.queue")
+
+
+def lean(task, app, consumer, **options):
+    """The message handler for `task` in `consumer`: the fast path when it applies, else Celery's default."""
+    celerys = default(task, app, consumer, **options)
+    eventer = consumer.event_dispatcher
+    # task events go out when the dispatcher is on with no group filter or the "task" group (`-E`)
+    sends_task_events = eventer is not None and eventer.enabled and (not eventer.groups or "task" in eventer.groups)
+    if sends_task_events or not isinstance(consumer.pool, ThreadsPool):
+        return celerys
+    submit = consumer.pool.executor.submit
+    revoked = consumer.controller.state.revoked
+    connection_errors = consumer.connection_errors
+
+    def task_message_handler(message, body, ack, reject, callbacks, **kwargs):
+        headers = message.headers
+        if body is not None or callbacks or headers.get("eta") or headers.get("expires") or headers["id"] in revoked:
+            return celerys(message, body, ack, reject, callbacks, **kwargs)
+        try:
+            (ticket_id,), keywords, _embed = message.decode()
+        except (TypeError, ValueError):  # not the one argument a publish sends, or no JSON: Celery tells what is wrong
+            keywords = True
+        if keywords:
+            return celerys(message, body, ack, reject, callbacks, **kwargs)
+        submit(execute, ticket_id, functools.partial(ack, log, connection_errors))
+
+    return task_message_handler
+
+
+def execute(ticket_id: str, ack) -> None:
+    """Run the ticket on this pool thread, then acknowledge its message (a failure is logged, never retried:
+    the ticket's state in the database says what happens next)."""
+    try:
+        worker_execute(ticket_id=ticket_id)
+    except Exception:
+        log.exception("ticket=%s execute raised", ticket_id)
+    finally:
+        for connection in connections.all(initialized_only=True):  # as Celery's Django fixup after a task: the
+            connection.close()  # thread's connection goes back to the process's pool for the next thread
+        ack()
