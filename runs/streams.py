@@ -244,7 +244,10 @@ class Tail:
 
 
 async def follow(tail: Tail, queue: asyncio.Queue) -> AsyncIterator[str]:
-    """Live frames until the run's stream ends; a keepalive whenever nothing was sent for the keepalive time."""
+    """Live frames until the run's stream ends; a keepalive whenever nothing was sent for the keepalive time.
+
+    What has come by the time the stream is served goes out as one chunk (one write to the socket, not one per
+    event: on a loopback connection each write costs the web process and the client a full trip through TCP)."""
     keepalive = current().streams.keepalive_seconds
     loop = asyncio.get_running_loop()
     last_sent = loop.time()
@@ -257,20 +260,24 @@ async def follow(tail: Tail, queue: asyncio.Queue) -> AsyncIterator[str]:
                     raw = await queue.get()
             except TimeoutError:
                 raw = None
-        frames = []
-        if raw:
-            events = eventbus.frames_of(raw)
-            if tail.skips_to(events[0]):  # one got lost on its way (a pub/sub gap): the buffer has it
-                frames = await _buffered_frames(tail)
-            frames += tail.take_all(events)
-        else:  # quiet for a keepalive time, or told of a pub/sub gap
-            frames = await _catch_up(tail)
+        frames = await _frames(tail, raw)
+        while not tail.ended and not queue.empty():
+            frames += await _frames(tail, queue.get_nowait())
         if not frames and loop.time() - last_sent >= keepalive:
             frames = [KEEPALIVE]
-        for sse in frames:
-            yield sse
         if frames:
+            yield "".join(frames)
             last_sent = loop.time()
+
+
+async def _frames(tail: Tail, raw: bytes | None) -> list[str]:
+    """The frames `raw` (one message of the run's events) adds; after silence (None) or a pub/sub gap (RESYNC),
+    what the stream may have missed."""
+    if not raw:
+        return await _catch_up(tail)
+    events = eventbus.frames_of(raw)
+    frames = await _buffered_frames(tail) if tail.skips_to(events[0]) else []  # one got lost (a pub/sub gap)
+    return frames + tail.take_all(events)
 
 
 async def _catch_up(tail: Tail) -> list[str]:

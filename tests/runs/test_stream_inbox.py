@@ -81,3 +81,24 @@ def test_a_stream_that_receives_an_event_past_the_next_one_rereads_the_buffer_fi
     data = [line[len("data: ") :] for sse in sent for line in sse.splitlines() if line.startswith("data: ")]
     indices = [json.loads(line)["event_index"] for line in data]
     assert indices == [0, 1, 2, 3, 4, 5]
+
+
+def test_what_came_while_the_stream_waited_goes_out_as_one_chunk_and_later_events_as_the_next():
+    run_id = str(uuid.uuid4())
+
+    async def scenario():
+        tail = streams.Tail(run_id, "agent")
+        queue: asyncio.Queue = asyncio.Queue()
+        for raw in (f"{event(run_id, 0)}\n{event(run_id, 1)}", event(run_id, 2), event(run_id, 3)):
+            queue.put_nowait(raw.encode())
+        stream = streams.follow(tail, queue)
+        first = await anext(stream)
+        queue.put_nowait(event(run_id, 4, "RunCompleted").encode())
+        return [first, *[chunk async for chunk in stream]]
+
+    chunks = asyncio.run(scenario())
+
+    assert chunks == [
+        "".join(streams.frame("RunContent", event(run_id, i)) for i in range(4)),
+        streams.frame("RunCompleted", event(run_id, 4, "RunCompleted")),
+    ]
