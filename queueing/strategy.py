@@ -8,9 +8,9 @@ goes straight to the pool's threads, and the message is acknowledged once `worke
 as before), whatever it returned or raised.
 
 Anything else keeps Celery's way: a message with an ETA (a ticket published for the end of its backoff) or an
-expiry, one revoked by id, callbacks registered on the consumer, a pool other than threads, and a worker sending
-task events (`AGENTOS_TASK_EVENTS`, for Flower and `celery events`). The fast path keeps no Celery worker state,
-so `celery inspect active` does not list its tasks; `/queue` does.
+expiry, one revoked by id, callbacks registered on the consumer, a pool other than threads, and every message
+while the worker sends task events (`AGENTOS_TASK_EVENTS`, or Flower's `enable_events` while it watches). The
+fast path keeps no Celery worker state, so `celery inspect active` does not list its tasks; `/queue` does.
 """
 
 from __future__ import annotations
@@ -30,11 +30,9 @@ log = logging.getLogger("agentos.queue")
 def lean(task, app, consumer, **options):
     """The message handler for `task` in `consumer`: the fast path when it applies, else Celery's default."""
     celerys = default(task, app, consumer, **options)
-    eventer = consumer.event_dispatcher
-    # task events go out when the dispatcher is on with no group filter or the "task" group (`-E`)
-    sends_task_events = eventer is not None and eventer.enabled and (not eventer.groups or "task" in eventer.groups)
-    if sends_task_events or not isinstance(consumer.pool, ThreadsPool):
+    if not isinstance(consumer.pool, ThreadsPool):
         return celerys
+    eventer = consumer.event_dispatcher
     submit = consumer.pool.executor.submit
     revoked = consumer.controller.state.revoked
     connection_errors = consumer.connection_errors
@@ -42,6 +40,8 @@ def lean(task, app, consumer, **options):
     def task_message_handler(message, body, ack, reject, callbacks, **kwargs):
         headers = message.headers
         if body is not None or callbacks or headers.get("eta") or headers.get("expires") or headers["id"] in revoked:
+            return celerys(message, body, ack, reject, callbacks, **kwargs)
+        if _sends_task_events(eventer):
             return celerys(message, body, ack, reject, callbacks, **kwargs)
         try:
             (ticket_id,), keywords, _embed = message.decode()
@@ -52,6 +52,12 @@ def lean(task, app, consumer, **options):
         submit(execute, ticket_id, functools.partial(ack, log, connection_errors))
 
     return task_message_handler
+
+
+def _sends_task_events(eventer) -> bool:
+    """Whether the worker sends task events now: `-E`, `AGENTOS_TASK_EVENTS`, or Flower's `enable_events`, which
+    adds the "task" group to the running dispatcher (asked per message, so a monitor sees from the next one on)."""
+    return eventer is not None and eventer.enabled and (not eventer.groups or "task" in eventer.groups)
 
 
 def execute(ticket_id: str, ack) -> None:

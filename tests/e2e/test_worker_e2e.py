@@ -133,6 +133,20 @@ def test_a_message_with_an_eta_takes_celerys_way(start_worker, redis_db):
     assert Run.objects.get(pk=run_id).status == "COMPLETED"
 
 
+def test_once_a_monitor_turns_task_events_on_messages_take_celerys_way(start_worker):
+    """Flower's `enable_events` adds the task group to a running worker: from then on Celery builds its request,
+    so its remote control lists the running task."""
+    start_worker(concurrency=2)
+    assert list(app.control.enable_events(reply=True, timeout=2)[0].values()) == [{"ok": "task events enabled"}]
+    run_id = submit_background(APIClient(), "lean-events", "watched sleep=1.5")
+    wait_until(lambda: Run.objects.get(pk=run_id).status == "RUNNING", timeout=10, what="the run to start")
+
+    [active] = app.control.inspect(timeout=1).active().values()
+
+    assert [entry["args"] for entry in active] == [[run_id]]
+    wait_all_finished([run_id], timeout=20)
+
+
 def test_a_message_whose_execution_raises_is_logged_and_acknowledged(start_worker, redis_db):
     """Prefetch 1: the next run starts only once the failed message was acknowledged."""
     worker = start_worker(concurrency=1)
