@@ -38,20 +38,26 @@ def lean(task, app, consumer, **options):
     connection_errors = consumer.connection_errors
 
     def task_message_handler(message, body, ack, reject, callbacks, **kwargs):
-        headers = message.headers
-        if body is not None or callbacks or headers.get("eta") or headers.get("expires") or headers["id"] in revoked:
-            return celerys(message, body, ack, reject, callbacks, **kwargs)
-        if _sends_task_events(eventer):
-            return celerys(message, body, ack, reject, callbacks, **kwargs)
-        try:
-            (ticket_id,), keywords, _embed = message.decode()
-        except (TypeError, ValueError):  # not the one argument a publish sends, or no JSON: Celery tells what is wrong
-            keywords = True
-        if keywords:
+        plain = body is None and not callbacks and not _sends_task_events(eventer)
+        ticket_id = _plain_ticket_id(message, revoked) if plain else None
+        if ticket_id is None:
             return celerys(message, body, ack, reject, callbacks, **kwargs)
         submit(execute, ticket_id, functools.partial(ack, log, connection_errors))
 
     return task_message_handler
+
+
+def _plain_ticket_id(message, revoked) -> str | None:
+    """The ticket id a plain execute message carries (no ETA, no expiry, not revoked, exactly one argument), else
+    None: Celery's way tells what is wrong with one that is not JSON or has other arguments."""
+    headers = message.headers
+    if headers.get("eta") or headers.get("expires") or headers["id"] in revoked:
+        return None
+    try:
+        (ticket_id,), keywords, _embed = message.decode()
+    except (TypeError, ValueError):
+        return None
+    return None if keywords else ticket_id
 
 
 def _sends_task_events(eventer) -> bool:
@@ -68,6 +74,5 @@ def execute(ticket_id: str, ack) -> None:
     except Exception:
         log.exception("ticket=%s execute raised", ticket_id)
     finally:
-        for connection in connections.all(initialized_only=True):  # as Celery's Django fixup after a task: the
-            connection.close()  # thread's connection goes back to the process's pool for the next thread
+        connections.close_all()  # as Celery's Django fix-up after a task: this thread's connections go back to the pool
         ack()

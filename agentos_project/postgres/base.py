@@ -130,15 +130,18 @@ class IdlePool:
 
     def _serve_waiting(self) -> None:
         """Idle connections and free places go to the longest waiters (lock held)."""
-        while self._waiters and (self.idle or self.size is None or self.open < self.size):
+        while self._waiters and (self.idle or self._has_place()):
             if self.idle:
                 self._waiters.popleft().serve(self.idle.pop())
             else:
                 self.open += 1  # the waiter opens a connection in it
                 self._waiters.popleft().serve(None)
 
+    def _has_place(self) -> bool:
+        return self.size is None or self.open < self.size
+
     def _may_open(self) -> bool:
-        return self.size is None or self.open < self.size or getattr(_local, "reserved", False)
+        return self._has_place() or getattr(_local, "reserved", False)
 
     def count(self, connection) -> None:
         """`connection` was opened in the place `take` made for it; it frees that place when closed or collected."""

@@ -127,8 +127,11 @@ def test_a_message_with_an_eta_takes_celerys_way(start_worker, redis_db):
     publish(run_id, countdown=3)
     start_worker(concurrency=2)
 
-    scheduled = wait_until(lambda: app.control.inspect(timeout=1).scheduled(), timeout=10, what="the worker to answer")
-    assert [entry["request"]["args"] for entries in scheduled.values() for entry in entries] == [[run_id]]
+    def scheduled():
+        replies = app.control.inspect(timeout=1).scheduled() or {}
+        return [entry["request"]["args"] for entries in replies.values() for entry in entries]
+
+    assert wait_until(scheduled, timeout=10, what="the worker to hold the message for its ETA") == [[run_id]]
     wait_all_finished([run_id], timeout=20)
     assert Run.objects.get(pk=run_id).status == "COMPLETED"
 
@@ -168,17 +171,18 @@ def test_the_lean_way_acknowledges_on_a_rabbitmq_broker_too(start_worker):
     """RabbitMQ holds a message unacknowledged until the worker says so: with prefetch 1, the second run of this
     test starts only once the first one's message was acknowledged through the consumer's event loop."""
     try:
-        connection_ = app.connection_for_write(AMQP)
-        connection_.ensure_connection(max_retries=1)
+        broker = app.connection_for_write(AMQP)
+        broker.ensure_connection(max_retries=1)
     except Exception as error:  # noqa: BLE001 - any failure to connect means there is no broker to test against
         pytest.skip(f"RabbitMQ not answering at {AMQP}: {error}")
     worker = start_worker(concurrency=1, CELERY_BROKER_URL=AMQP)
     api = APIClient()
     run_ids = [submit_background(api, f"lean-amqp-{n}", "over amqp sleep=0") for n in range(2)]
-    with connection_:
-        connection_.default_channel.queue_purge(app.conf.task_default_queue)  # what an earlier test left
+    with broker:
+        queue = app.conf.task_default_queue
+        broker.default_channel.queue_purge(queue)  # what an earlier test left
         for run_id in run_ids:
-            app.send_task(EXECUTE_TASK, args=[run_id], connection=connection_, exchange="", routing_key="agentos")
+            app.send_task(EXECUTE_TASK, args=[run_id], connection=broker, exchange="", routing_key=queue)
 
     wait_all_finished(run_ids, timeout=20)
     assert list(Run.objects.filter(pk__in=run_ids).values_list("status", flat=True)) == ["COMPLETED"] * 2
