@@ -20,6 +20,7 @@ from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.urls import set_script_prefix
 
 from .conf import SYNC_THREADS
+from .streaming import LastPart
 
 
 class CountingExecutor(ThreadPoolExecutor):
@@ -64,7 +65,7 @@ class SyncChainHandler(ASGIHandler):
     view and middleware here is synchronous, so the chain is built synchronous, and the three are one call
     (`_respond`): for a response with a body, `close()` comes before it is sent, the body being complete by then.
     A streamed response (SSE, an inline run) is sent as Django sends it, while listening for a disconnect that
-    cancels it, and closed afterwards.
+    cancels it, and closed afterwards; a `LastPart` among its parts ends the body with it.
     """
 
     def load_middleware(self, is_async=False):
@@ -85,6 +86,13 @@ class SyncChainHandler(ASGIHandler):
         finally:
             body_file.close()
 
+    @classmethod
+    def chunk_bytes(cls, data):
+        if isinstance(data, LastPart):  # whole, so that the `send` of `_stream` can tell it
+            yield data, True
+        else:
+            yield from super().chunk_bytes(data)
+
     def _respond(self, scope, body_file):
         signals.request_started.send(sender=self.__class__, scope=scope)
         request, response = self.create_request(scope, body_file)
@@ -97,7 +105,7 @@ class SyncChainHandler(ASGIHandler):
 
     async def _stream(self, response, receive, send):
         """Django's way: send the stream while listening for a disconnect, which cancels the sending."""
-        sending = asyncio.create_task(self.send_response(response, send))
+        sending = asyncio.create_task(self.send_response(response, _ending_with_last_part(send)))
         listening = asyncio.create_task(self.listen_for_disconnect(receive))
         try:
             await asyncio.wait((sending, listening), return_when=asyncio.FIRST_COMPLETED)
@@ -111,3 +119,21 @@ class SyncChainHandler(ASGIHandler):
             # connection back before returning (runs.responses), and the `request_finished` receivers find none
             # of this thread's to close. No thread is woken for it.
             response.close()
+
+
+def _ending_with_last_part(send):
+    """`send` for Django's `send_response`, with a `LastPart` body sent as the end of the body, and the empty
+    message by which Django ends it afterwards left out."""
+    ended = False
+
+    async def sending(message):
+        nonlocal ended
+        if message["type"] == "http.response.body":
+            if ended:
+                return
+            if isinstance(message.get("body"), LastPart):
+                ended = True
+                message = {**message, "body": bytes(message["body"]), "more_body": False}
+        await send(message)
+
+    return sending

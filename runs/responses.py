@@ -17,15 +17,18 @@ from django.db import connection
 from django.http import StreamingHttpResponse
 
 from agentos_project.exceptions import first_line
+from agentos_project.streaming import LastPart, PartsResponse
 
 from .cancelling import run_cancel_by_id
+from .streams import Ending
 
 log = logging.getLogger("agentos.runs")
 
 
 def sse_response(frames: AsyncIterator[str]) -> StreamingHttpResponse:
+    """SSE of `frames`; those that end the stream (a `streams.Ending`) go out as the end of the body."""
     connection.close()
-    response = StreamingHttpResponse(_encoded(frames), content_type="text/event-stream")
+    response = PartsResponse(_encoded(frames), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # proxies must not hold frames back
     return response
@@ -33,7 +36,7 @@ def sse_response(frames: AsyncIterator[str]) -> StreamingHttpResponse:
 
 async def _encoded(frames: AsyncIterator[str]) -> AsyncIterator[bytes]:
     async for sse in frames:
-        yield sse.encode()
+        yield LastPart(sse.encode()) if isinstance(sse, Ending) else sse.encode()
 
 
 def _cancel_soon(run_id) -> None:

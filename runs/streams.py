@@ -46,6 +46,10 @@ ENDED_GRACE = 0.2
 UNCLAIMED_SECONDS = 30.0
 
 
+class Ending(str):
+    """Frames that end a run's stream: the response sends them as the end of its body (`runs.responses`)."""
+
+
 def frame(name: str, data: str) -> str:
     return f"event: {name}\ndata: {data}\n\n"
 
@@ -247,7 +251,8 @@ async def follow(tail: Tail, queue: asyncio.Queue) -> AsyncIterator[str]:
     """Live frames until the run's stream ends; a keepalive whenever nothing was sent for the keepalive time.
 
     What has come by the time the stream is served goes out as one chunk (one write to the socket, not one per
-    event: on a loopback connection each write costs the web process and the client a full trip through TCP)."""
+    event: on a loopback connection each write costs the web process and the client a full trip through TCP).
+    The chunk that ends the run's stream is an `Ending`, which the response sends as the end of its body."""
     keepalive = current().streams.keepalive_seconds
     loop = asyncio.get_running_loop()
     last_sent = loop.time()
@@ -266,7 +271,7 @@ async def follow(tail: Tail, queue: asyncio.Queue) -> AsyncIterator[str]:
         if not frames and loop.time() - last_sent >= keepalive:
             frames = [KEEPALIVE]
         if frames:
-            yield "".join(frames)
+            yield Ending("".join(frames)) if tail.ended else "".join(frames)
             last_sent = loop.time()
 
 

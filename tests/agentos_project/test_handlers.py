@@ -9,6 +9,7 @@ from django.core import signals
 from django.http import StreamingHttpResponse
 
 from agentos_project.handlers import SharedThreads, SyncChainHandler
+from agentos_project.streaming import LastPart, PartsResponse
 
 
 def http_scope(path: str) -> dict:
@@ -89,3 +90,33 @@ def test_a_streamed_response_is_closed_once_its_body_has_gone_out_without_a_thre
 
     assert [m.get("body", b"") for m in sent[1:]] == [b"event: a\n\n", b"event: b\n\n", b""]
     assert finished == [(4, "MainThread")], "once, after the end of the body, on the event loop's thread"
+
+
+def test_a_last_part_ends_the_body_in_its_own_message_and_the_stream_still_runs_to_its_end():
+    sent, after_last = [], []
+
+    async def chunks():
+        yield b"event: a\n\n"
+        try:
+            yield LastPart(b"event: end\n\n")
+        finally:
+            after_last.append(len(sent))  # the generator is run to its end, not closed at its last part
+
+    async def call():
+        async def receive():
+            await asyncio.sleep(10)
+
+        async def send(message):
+            sent.append(message)
+
+        await SyncChainHandler()._stream(PartsResponse(chunks()), receive, send)
+
+    asyncio.run(call())
+
+    assert [(m["type"], m.get("body"), m.get("more_body")) for m in sent] == [
+        ("http.response.start", None, None),
+        ("http.response.body", b"event: a\n\n", True),
+        ("http.response.body", b"event: end\n\n", False),
+    ]
+    assert type(sent[2]["body"]) is bytes
+    assert after_last == [3]

@@ -102,3 +102,4 @@ def test_what_came_while_the_stream_waited_goes_out_as_one_chunk_and_later_event
         "".join(streams.frame("RunContent", event(run_id, i)) for i in range(4)),
         streams.frame("RunCompleted", event(run_id, 4, "RunCompleted")),
     ]
+    assert [type(chunk) for chunk in chunks] == [str, streams.Ending], "the chunk that ends the stream ends the body"
