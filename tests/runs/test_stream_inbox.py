@@ -1,6 +1,6 @@
 """A web process's inbox (`runs.streams.Hub`), in process against the real Redis: events that reach it before
 their stream asks are kept for it (a while), and a stream that receives an event past the next index it expects
-rereads the buffer for the ones it missed."""
+rereads the buffer for the ones it missed; the frames that end a stream end the response's body."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 import redis
 
 from agentos_project.conf import current
-from runs import eventbus, streams
+from agentos_project.handlers import SyncChainHandler
+from runs import eventbus, responses, streams
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -103,3 +104,31 @@ def test_what_came_while_the_stream_waited_goes_out_as_one_chunk_and_later_event
         streams.frame("RunCompleted", event(run_id, 4, "RunCompleted")),
     ]
     assert [type(chunk) for chunk in chunks] == [str, streams.Ending], "the chunk that ends the stream ends the body"
+
+
+def test_an_sse_response_sends_the_frames_that_end_the_stream_as_the_end_of_its_body():
+    run_id = str(uuid.uuid4())
+    last = streams.frame("RunCompleted", event(run_id, 1, "RunCompleted"))
+    sent = []
+
+    async def frames():
+        yield streams.frame("RunContent", event(run_id, 0))
+        yield streams.Ending(last)
+
+    response = responses.sse_response(frames())  # as a view returns it, on the request's thread
+
+    async def scenario():
+        async def receive():
+            await asyncio.sleep(10)
+
+        async def send(message):
+            sent.append(message)
+
+        await SyncChainHandler()._stream(response, receive, send)
+
+    asyncio.run(scenario())
+
+    assert [(m.get("body"), m.get("more_body")) for m in sent[1:]] == [
+        (streams.frame("RunContent", event(run_id, 0)).encode(), True),
+        (last.encode(), False),
+    ]
