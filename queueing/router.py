@@ -1,15 +1,15 @@
 """The session router's publishing half: a ticket gets a broker message only when it may run.
 
-`tickets` decides *whether* a ticket may run (it is its session's head, or unordered); this module sends
-the message, after the deciding transaction commits, carrying the ticket id and nothing else.
+`tickets` decides *whether* a ticket may run (it is its session's head, or unordered); this module sends the message,
+after the deciding transaction commits, carrying the ticket id and nothing else.
 
-Each published message leaves a marker in Redis (next to the broker's queue when the broker is Redis) that the
-worker removes when the message arrives. A claimable ticket without a marker has no live message: its publish
-failed (broker down), the broker lost it (Redis flushed or restarted), or its worker died between handing the
-session on and claiming it. The sweeper finds those with `without_message` and publishes them again. A marker
-expires after twice the lease grace (at least 10 s): a message lost in a way its marker cannot see (prefetched
-by a worker that then died) costs that delay, not the run; a message that merely waits longer in a busy broker
-gets a harmless duplicate.
+Each published message leaves a marker in Redis (next to the broker's queue when the broker is Redis) that the worker
+removes when the message arrives, once it has tried the claim. A claimable ticket without a marker has no live
+message: its publish failed (broker down), the broker lost it (Redis flushed or restarted), or its worker died
+between handing the session on and claiming it. The sweeper finds those with `without_message` and publishes them
+again. A marker expires after twice the lease grace (at least 10 s): a message lost in a way its marker cannot see
+(prefetched by a worker that then died) costs that delay, not the run; a message that merely waits longer in a busy
+broker gets a harmless duplicate.
 """
 
 from __future__ import annotations
@@ -215,8 +215,8 @@ consumed_markers = Consumed()
 
 
 def consumed(ticket_id) -> None:
-    """The message for `ticket_id` arrived: its marker goes (best effort, soon: a marker that outlives its message
-    a moment only delays the sweeper's re-publish by as much)."""
+    """The message for `ticket_id` arrived and its claim was tried: its marker goes (best effort, soon: a marker that
+    outlives its message a moment only delays the sweeper's re-publish by as much)."""
     consumed_markers.put(ticket_id)
 
 

@@ -89,8 +89,12 @@ def worker_execute(*, ticket_id: str) -> bool:
         log.info("ticket=%s arrived during shutdown; published again for another worker", ticket_id)
         router.publish(ticket_id)
         return False
-    router.consumed(ticket_id)
-    claim = _claim(ticket_id)
+    try:
+        claim = _claim(ticket_id)
+    finally:
+        # The marker goes once the claim is decided (or failed), not before: under a backlog many claimable tickets
+        # have waited long enough for the sweeper to look, and one whose claim is under way must not look lost.
+        router.consumed(ticket_id)
     if claim is None:
         _reschedule_if_early(ticket_id)
         return False

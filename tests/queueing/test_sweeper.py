@@ -1,15 +1,20 @@
-"""The sweeper's pass, against PostgreSQL and the test Redis: stale leases, lost messages, retention."""
+"""The sweeper's pass, against PostgreSQL and the test Redis: stale leases, lost messages (and not a message being
+claimed), retention."""
 
 import dataclasses
+import threading
+import time
 
+import psycopg2
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection, connections
 
 from agentos_project.conf import current
 from queueing import router
 from queueing.models import Ticket
 from queueing.sweeper import AUTOVACUUM_OFF, lost_messages, sweep_once, warn_if_autovacuum_off
 from queueing.tickets import SWEEP_ERROR
+from queueing.worker import worker_execute
 
 from .conftest import accept, backdate, broker_messages, claim, snapshot
 
@@ -118,3 +123,77 @@ def test_the_sweeper_says_so_when_autovacuum_is_off(caplog):
 
     assert warn_if_autovacuum_off() is off
     assert [r.getMessage() for r in caplog.records if r.name == "agentos.sweeper"] == ([AUTOVACUUM_OFF] if off else [])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_whose_claim_is_under_way_is_not_taken_for_lost(redis_db):
+    ticket_id = accept(session_id="lost-4")
+    assert router.publisher.flush()
+    settle(ticket_id)  # it waited in the broker as long as a busy worker's backlog makes it
+    holder = psycopg2.connect(**connection.get_connection_params())
+    with holder.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM queueing_ticket WHERE id = %s FOR UPDATE", [ticket_id])  # the claim waits
+    claimed = []
+    worker = threading.Thread(target=lambda: claimed.append(_execute(ticket_id)))
+    worker.start()
+    try:
+        _wait_until_blocked(holder)
+        assert router.consumed_markers.flush()
+        assert lost_messages(conf()) == [], "its marker stays until the claim is decided"
+    finally:
+        holder.rollback()
+        holder.close()
+        worker.join(10)
+
+    assert claimed == [True]
+    assert router.consumed_markers.flush()
+    assert not redis_db.exists(router.MARKER.format(ticket_id))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_whose_claim_failed_leaves_no_marker_so_the_sweeper_sends_it_again(redis_db):
+    ticket_id = accept(session_id="lost-5")
+    assert router.publisher.flush()
+    settle(ticket_id)
+    holder = psycopg2.connect(**connection.get_connection_params())
+    with holder.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM queueing_ticket WHERE id = %s FOR UPDATE", [ticket_id])
+    try:
+        with pytest.raises(OperationalError, match="lock timeout"):
+            _execute(ticket_id, lock_timeout="100ms")  # the database refuses the claim
+    finally:
+        holder.rollback()
+        holder.close()
+
+    assert router.consumed_markers.flush()
+    assert lost_messages(conf()) == [snapshot(ticket_id)["id"]]
+
+
+def _execute(ticket_id: str, *, lock_timeout: str = "0") -> bool:
+    """`worker_execute` as a worker thread runs it, on a connection of its own."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('lock_timeout', %s, false)", [lock_timeout])
+        return worker_execute(ticket_id=ticket_id)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+        connections.close_all()
+
+
+def _wait_until_blocked(holder) -> None:
+    """Until another backend waits for a lock `holder` holds (asked on a connection of its own: within `holder`'s
+    transaction, pg_stat_activity would answer from one snapshot)."""
+    pid = holder.get_backend_pid()
+    watcher = psycopg2.connect(**connection.get_connection_params())
+    watcher.autocommit = True
+    try:
+        for _ in range(500):
+            with watcher.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", [pid])
+                if cursor.fetchone()[0]:
+                    return
+            time.sleep(0.01)
+    finally:
+        watcher.close()
+    raise AssertionError("the claim never waited for the row")
