@@ -104,11 +104,15 @@ class SyncChainHandler(ASGIHandler):
         return response
 
     async def _stream(self, response, receive, send):
-        """Django's way: send the stream while listening for a disconnect, which cancels the sending."""
-        sending = asyncio.create_task(self.send_response(response, _ending_with_last_part(send)))
+        """Django's way: send the stream while listening for a disconnect, which cancels the sending, unless the body
+        has ended (with a `LastPart`): then what the stream's iterator does after it (its clean-up) runs to its end."""
+        ending = _EndingWithLastPart(send)
+        sending = asyncio.create_task(self.send_response(response, ending))
         listening = asyncio.create_task(self.listen_for_disconnect(receive))
         try:
             await asyncio.wait((sending, listening), return_when=asyncio.FIRST_COMPLETED)
+            if ending.ended:  # the server reports a disconnect once the response is complete
+                await asyncio.wait((sending,))
             for task in (listening, sending):
                 if not task.done():
                     task.cancel()
@@ -121,19 +125,21 @@ class SyncChainHandler(ASGIHandler):
             response.close()
 
 
-def _ending_with_last_part(send):
-    """`send` for Django's `send_response`, with a `LastPart` body sent as the end of the body, and the empty
-    message by which Django ends it afterwards left out."""
-    ended = False
+class _EndingWithLastPart:
+    """`send` for Django's `send_response`: a `LastPart` body goes as the end of the body, and the empty message by
+    which Django ends it afterwards is left out."""
 
-    async def sending(message):
-        nonlocal ended
+    def __init__(self, send) -> None:
+        self.send = send
+        self.ended = False
+
+    async def __call__(self, message) -> None:
         if message["type"] == "http.response.body":
-            if ended:
+            if self.ended:
+                if message.get("body") or message.get("more_body"):
+                    raise RuntimeError("a streamed response went on after its LastPart")
                 return
             if isinstance(message.get("body"), LastPart):
-                ended = True
+                self.ended = True
                 message = {**message, "body": bytes(message["body"]), "more_body": False}
-        await send(message)
-
-    return sending
+        await self.send(message)

@@ -89,14 +89,18 @@ def worker_execute(*, ticket_id: str) -> bool:
         log.info("ticket=%s arrived during shutdown; published again for another worker", ticket_id)
         router.publish(ticket_id)
         return False
+    # The message's marker goes once the claim is decided (or failed), not before: under a backlog many claimable
+    # tickets have waited long enough for the sweeper to look, and one whose claim is under way must not look lost.
+    # An early message published again keeps it (the publish renewed it; a later delete would take the new one).
+    published_again = False
     try:
         claim = _claim(ticket_id)
+        if claim is None:
+            published_again = _reschedule_if_early(ticket_id)
     finally:
-        # The marker goes once the claim is decided (or failed), not before: under a backlog many claimable tickets
-        # have waited long enough for the sweeper to look, and one whose claim is under way must not look lost.
-        router.consumed(ticket_id)
+        if not published_again:
+            router.consumed(ticket_id)
     if claim is None:
-        _reschedule_if_early(ticket_id)
         return False
     for handed_off in range(1, HAND_OFF_LIMIT + 1):
         claim = execute_claim(claim, hand_off=handed_off < HAND_OFF_LIMIT)
@@ -110,13 +114,14 @@ def _claim(ticket_id: str) -> Claim | None:
     return ticket_claim(ticket_id=ticket_id, worker_id=worker_identity(), grace_seconds=grace)
 
 
-def _reschedule_if_early(ticket_id: str) -> None:
+def _reschedule_if_early(ticket_id: str) -> bool:
+    """Publish an early message again for when the ticket's backoff ends; True if it was."""
     wait = ticket_seconds_until_available(ticket_id=ticket_id)
-    if wait is not None:
-        log.info("ticket=%s early (backoff ends in %.2fs); published again for then", ticket_id, wait)
-        router.publish(ticket_id, countdown=wait)
-    else:
+    if wait is None:
         log.info("ticket=%s not claimable (duplicate, late or taken); message dropped", ticket_id)
+        return False
+    log.info("ticket=%s early (backoff ends in %.2fs); published again for then", ticket_id, wait)
+    return router.publish(ticket_id, countdown=wait)
 
 
 def execute_claim(claim: Claim, *, hand_off: bool = False) -> Claim | None:

@@ -56,6 +56,7 @@ async def cancelled_on_disconnect(run_id, frames: AsyncIterator[str]) -> AsyncIt
     ended = False
     try:
         async for sse in frames:
+            ended = ended or isinstance(sse, Ending)  # the run's stream has ended: a disconnect cancels nothing now
             yield sse
         ended = True
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -345,3 +346,21 @@ def start_serve(transactional_db, redis_db, tmp_path):
     yield start
     for serve in served:
         serve.stop()
+
+
+class AsgiServer:
+    """The ASGI server's side of one streamed response, as uvicorn behaves: once the body is complete, `receive`
+    answers `http.disconnect`."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict] = []
+        self._complete = asyncio.Event()
+
+    async def receive(self) -> dict:
+        await self._complete.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: dict) -> None:
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            self._complete.set()
+        self.sent.append(message)

@@ -4,12 +4,15 @@ call on one of the shared threads, and a response with a body goes out after its
 import asyncio
 import threading
 
+import pytest
 from asgiref.testing import ApplicationCommunicator
 from django.core import signals
 from django.http import StreamingHttpResponse
 
 from agentos_project.handlers import SharedThreads, SyncChainHandler
 from agentos_project.streaming import LastPart, PartsResponse
+
+from ..conftest import AsgiServer
 
 
 def http_scope(path: str) -> dict:
@@ -92,26 +95,22 @@ def test_a_streamed_response_is_closed_once_its_body_has_gone_out_without_a_thre
     assert finished == [(4, "MainThread")], "once, after the end of the body, on the event loop's thread"
 
 
-def test_a_last_part_ends_the_body_in_its_own_message_and_the_stream_still_runs_to_its_end():
-    sent, after_last = [], []
+def test_a_last_part_ends_the_body_and_what_the_stream_does_after_it_still_runs_to_its_end():
+    steps = []
 
     async def chunks():
         yield b"event: a\n\n"
-        try:
-            yield LastPart(b"event: end\n\n")
-        finally:
-            after_last.append(len(sent))  # the generator is run to its end, not closed at its last part
+        yield LastPart(b"event: end\n\n")
+        steps.append("after the last part")
+        await asyncio.sleep(0.01)  # a clean-up that waits (an unsubscribe), while the server reports a disconnect
+        steps.append("cleaned up")
 
     async def call():
-        async def receive():
-            await asyncio.sleep(10)
+        server = AsgiServer()
+        await SyncChainHandler()._stream(PartsResponse(chunks()), server.receive, server.send)
+        return server.sent
 
-        async def send(message):
-            sent.append(message)
-
-        await SyncChainHandler()._stream(PartsResponse(chunks()), receive, send)
-
-    asyncio.run(call())
+    sent = asyncio.run(call())
 
     assert [(m["type"], m.get("body"), m.get("more_body")) for m in sent] == [
         ("http.response.start", None, None),
@@ -119,4 +118,17 @@ def test_a_last_part_ends_the_body_in_its_own_message_and_the_stream_still_runs_
         ("http.response.body", b"event: end\n\n", False),
     ]
     assert type(sent[2]["body"]) is bytes
-    assert after_last == [3]
+    assert steps == ["after the last part", "cleaned up"]
+
+
+def test_a_part_after_the_last_part_is_an_error_not_lost_in_silence():
+    async def chunks():
+        yield LastPart(b"event: end\n\n")
+        yield b"event: late\n\n"
+
+    async def call():
+        server = AsgiServer()
+        await SyncChainHandler()._stream(PartsResponse(chunks()), server.receive, server.send)
+
+    with pytest.raises(RuntimeError, match="went on after its LastPart"):
+        asyncio.run(call())

@@ -55,6 +55,10 @@ def test_an_early_message_for_a_ticket_in_backoff_is_published_again_for_when_it
     eta = datetime.datetime.fromisoformat(message["headers"]["eta"])
     assert timezone.now() + datetime.timedelta(seconds=50) < eta < timezone.now() + datetime.timedelta(seconds=61)
     assert executor.executed == []
+    assert router.consumed_markers.flush()
+    assert redis_db.exists(router.MARKER.format(ticket_id)), (
+        "the new message's marker (the old one's delete is not sent)"
+    )
 
 
 @pytest.mark.django_db

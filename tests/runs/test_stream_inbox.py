@@ -15,6 +15,8 @@ from agentos_project.conf import current
 from agentos_project.handlers import SyncChainHandler
 from runs import eventbus, responses, streams
 
+from ..conftest import AsgiServer
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -109,7 +111,6 @@ def test_what_came_while_the_stream_waited_goes_out_as_one_chunk_and_later_event
 def test_an_sse_response_sends_the_frames_that_end_the_stream_as_the_end_of_its_body():
     run_id = str(uuid.uuid4())
     last = streams.frame("RunCompleted", event(run_id, 1, "RunCompleted"))
-    sent = []
 
     async def frames():
         yield streams.frame("RunContent", event(run_id, 0))
@@ -118,17 +119,35 @@ def test_an_sse_response_sends_the_frames_that_end_the_stream_as_the_end_of_its_
     response = responses.sse_response(frames())  # as a view returns it, on the request's thread
 
     async def scenario():
-        async def receive():
-            await asyncio.sleep(10)
+        server = AsgiServer()
+        await SyncChainHandler()._stream(response, server.receive, server.send)
+        return server.sent
 
-        async def send(message):
-            sent.append(message)
-
-        await SyncChainHandler()._stream(response, receive, send)
-
-    asyncio.run(scenario())
+    sent = asyncio.run(scenario())
 
     assert [(m.get("body"), m.get("more_body")) for m in sent[1:]] == [
         (streams.frame("RunContent", event(run_id, 0)).encode(), True),
         (last.encode(), False),
     ]
+
+
+def test_an_inline_run_whose_stream_has_ended_is_not_cancelled_by_a_disconnect(monkeypatch):
+    cancelled = []
+    monkeypatch.setattr(responses, "_cancel_soon", cancelled.append)
+
+    async def frames():
+        yield "event: RunContent\n\n"
+        yield streams.Ending("event: RunPaused\n\n")
+        await asyncio.sleep(10)  # its clean-up, which the client's going away cuts short
+
+    async def scenario(ends: bool):
+        stream = responses.cancelled_on_disconnect("run-1" if ends else "run-2", frames())
+        await anext(stream)
+        if ends:
+            await anext(stream)
+        await stream.aclose()
+
+    asyncio.run(scenario(ends=True))
+    asyncio.run(scenario(ends=False))
+
+    assert cancelled == ["run-2"], "only the run whose stream had not ended"
