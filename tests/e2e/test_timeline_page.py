@@ -86,9 +86,11 @@ def test_the_seed_scenario_submitted_from_the_page_is_drawn_in_order(start_serve
     a, b, c, d = (drawn[label] for label in "ABCD")
     assert [bar["session"] for bar in (a, b, c, d)] == ["chat-1", "chat-1", "chat-1", "chat-2"]
     assert b["start"] >= a["end"] and c["start"] >= b["end"], "one at a time, in order, on chat-1"
-    assert d["start"] < a["end"], "chat-2 ran beside A"
+    # D is sent after C is accepted: beside A on a quick machine, beside B on a slow one; beside chat-1 always.
+    beside = [bar for bar in (a, b, c) if d["start"] < bar["end"] and d["end"] > bar["start"]]
+    assert beside, "chat-2 ran beside chat-1"
     assert b["left"] >= a["right"] - 1 and c["left"] >= b["right"] - 1, "the bars say so too"
-    assert d["left"] < a["right"] and d["right"] > a["left"]
+    assert all(d["left"] < bar["right"] and d["right"] > bar["left"] for bar in beside)
     assert (tmp_path / "timeline.png").stat().st_size > 10_000
     summary = browser.find_element(By.ID, "summary").text
     assert "completed:" in summary and "oldest queued:" in summary and "sessions held:" in summary
