@@ -17,26 +17,20 @@ from django.db import connection
 from django.http import StreamingHttpResponse
 
 from agentos_project.exceptions import first_line
-from agentos_project.streaming import LastPart, PartsResponse
+from agentos_project.streaming import Ending, PartsResponse
 
 from .cancelling import run_cancel_by_id
-from .streams import Ending
 
 log = logging.getLogger("agentos.runs")
 
 
 def sse_response(frames: AsyncIterator[str]) -> StreamingHttpResponse:
-    """SSE of `frames`; those that end the stream (a `streams.Ending`) go out as the end of the body."""
+    """SSE of `frames` (Django encodes them); those that end the stream (an `Ending`) go out as the end of the body."""
     connection.close()
-    response = PartsResponse(_encoded(frames), content_type="text/event-stream")
+    response = PartsResponse(frames, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # proxies must not hold frames back
     return response
-
-
-async def _encoded(frames: AsyncIterator[str]) -> AsyncIterator[bytes]:
-    async for sse in frames:
-        yield LastPart(sse.encode()) if isinstance(sse, Ending) else sse.encode()
 
 
 def _cancel_soon(run_id) -> None:

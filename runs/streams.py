@@ -32,6 +32,7 @@ from django.db import DatabaseError, connection
 
 from agentos_project.conf import current
 from agentos_project.coordination import scoped
+from agentos_project.streaming import Ending
 from agents_registry.events import stream_ending
 
 from . import eventbus
@@ -44,10 +45,6 @@ RESYNC = b""  # put in every queue when the pub/sub connection had a gap
 SUBSCRIBE_TIMEOUT = 5.0
 ENDED_GRACE = 0.2
 UNCLAIMED_SECONDS = 30.0
-
-
-class Ending(str):
-    """Frames that end a run's stream: the response sends them as the end of its body (`runs.responses`)."""
 
 
 def frame(name: str, data: str) -> str:
