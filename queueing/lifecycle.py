@@ -1,5 +1,5 @@
 """What a worker process does around its pool: long-lived connections, the lease heartbeat, the sweeper (when
-asked), the collector's start-up freeze, the warm drain.
+asked), the collector's start-up freeze, the warm drain, and the reader of the execute queue (a consumer step).
 
 Connected to Celery's worker signals by `QueueingConfig.ready()`; outside a worker they never fire.
 """
@@ -13,10 +13,12 @@ import threading
 from celery.signals import worker_init, worker_ready, worker_shutting_down
 from django.db import connections
 
+from agentos_project.celery import app
 from agentos_project.conf import current
 
 from . import shutdown
 from .heartbeat import Heartbeat
+from .reader import ExecuteReader
 from .settle import settle_attempt
 from .sweeper import run_forever
 from .worker import active_claims, worker_identity
@@ -63,6 +65,7 @@ def drain(**_kwargs) -> None:
 
 
 def connect() -> None:
+    app.steps["consumer"].add(ExecuteReader)
     worker_init.connect(keep_worker_connections, weak=False)
     worker_ready.connect(start_heartbeat, weak=False)
     worker_ready.connect(start_sweeper, weak=False)

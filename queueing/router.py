@@ -37,6 +37,17 @@ MARKER = "agentos:message:{}"
 EXECUTE_TASK = "agentos.execute_ticket"
 
 
+def execute_queue() -> str:
+    """The queue of execute messages: a worker's `queueing.reader` reads it on a Redis broker, else Celery."""
+    return app.conf.task_default_queue
+
+
+def celery_queue() -> str:
+    """The queue Celery's consumer of a worker reads in any case: messages with a countdown (Celery holds them until
+    their ETA), and those the reader passes on to it."""
+    return f"{app.conf.task_default_queue}.celery"
+
+
 def markers() -> redis.Redis:
     """Where the markers live: the broker's Redis when the broker is Redis, else REDIS_URL."""
     services = current().services
@@ -59,13 +70,13 @@ def publish_many(items: list[tuple[object, float | None]]) -> int:
     the messages written straight into the queue's list (`task_message`). Messages with a countdown, and every
     message for another broker, go through Celery's send_task, in one kombu publish batch.
     """
-    now = [ticket_id for ticket_id, countdown in items if not countdown] if _redis_broker() else []
+    now = [ticket_id for ticket_id, countdown in items if not countdown] if redis_broker() else []
     later = [(ticket_id, countdown) for ticket_id, countdown in items if countdown] if now else items
     try:
         pipeline = markers().pipeline(transaction=False)
         _add_marks(pipeline, items)
         if now:  # the markers' Redis is the broker's: one round trip for the markers and the messages
-            pipeline.lpush(app.conf.task_default_queue, *(task_message(ticket_id) for ticket_id in now))
+            pipeline.lpush(execute_queue(), *(task_message(ticket_id) for ticket_id in now))
         pipeline.execute()
     except redis.RedisError as error:
         if now:
@@ -83,14 +94,13 @@ def publish_many(items: list[tuple[object, float | None]]) -> int:
     return len(items)
 
 
-def _redis_broker() -> bool:
+def redis_broker() -> bool:
     return current().services.celery_broker_url.startswith(("redis://", "rediss://", "unix://"))
 
 
 def _send_tasks(items: list[tuple[object, float | None]]) -> None:
-    """Through Celery, in one kombu publish batch, to the queue itself (the anonymous exchange, routing key =
-    queue), which spares kombu's Redis transport a lookup of the exchange's bindings per message."""
-    queue = app.conf.task_default_queue
+    """Through Celery, in one kombu publish batch: a message with a countdown to `celery_queue`, the rest to
+    `execute_queue` (Celery sends to a direct queue through the anonymous exchange, routing key = the queue)."""
     with app.producer_or_acquire() as producer, producer.batch(max_size=2 * len(items)):
         for ticket_id, countdown in items:
             app.send_task(
@@ -99,8 +109,7 @@ def _send_tasks(items: list[tuple[object, float | None]]) -> None:
                 countdown=countdown or None,
                 retry=False,
                 producer=producer,
-                exchange="",
-                routing_key=queue,
+                queue=celery_queue() if countdown else execute_queue(),
             )
 
 
@@ -140,7 +149,7 @@ def task_message(ticket_id) -> str:
         "correlation_id": task_id,
         "reply_to": app.thread_oid,
         "delivery_mode": 2,
-        "delivery_info": {"exchange": "", "routing_key": app.conf.task_default_queue},
+        "delivery_info": {"exchange": "", "routing_key": execute_queue()},
         "priority": 0,
         "body_encoding": "base64",
         "delivery_tag": tag,

@@ -38,7 +38,7 @@ def lean(task, app, consumer, **options):
     connection_errors = consumer.connection_errors
 
     def task_message_handler(message, body, ack, reject, callbacks, **kwargs):
-        plain = body is None and not callbacks and not _sends_task_events(eventer)
+        plain = body is None and not callbacks and not sends_task_events(eventer)
         ticket_id = _plain_ticket_id(message, revoked) if plain else None
         if ticket_id is None:
             return celerys(message, body, ack, reject, callbacks, **kwargs)
@@ -60,7 +60,7 @@ def _plain_ticket_id(message, revoked) -> str | None:
     return None if keywords else ticket_id
 
 
-def _sends_task_events(eventer) -> bool:
+def sends_task_events(eventer) -> bool:
     """Whether the worker sends task events now: `-E`, `AGENTOS_TASK_EVENTS`, or Flower's `enable_events`, which
     adds the "task" group to the running dispatcher (asked per message, so a monitor sees from the next one on)."""
     return eventer is not None and eventer.enabled and (not eventer.groups or "task" in eventer.groups)

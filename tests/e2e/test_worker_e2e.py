@@ -103,10 +103,10 @@ def test_an_answer_postgres_cannot_store_as_is_ends_at_once_and_its_successor_co
     )
 
 
-def test_plain_messages_take_the_lean_way_and_each_is_acknowledged(start_worker):
-    """Prefetch is the concurrency (2): had a message of the fast path stayed unacknowledged, the worker would
-    have stopped taking messages after two of the six. No Celery request is made for them, so Celery's remote
-    control lists none active while one runs."""
+def test_plain_messages_take_the_lean_way_and_each_frees_its_thread(start_worker):
+    """The reader takes as many messages as the pool has free threads (2): had a thread of the fast path not been
+    given back, the worker would have stopped taking messages after two of the six. No Celery request is made for
+    them, so Celery's remote control lists none active while one runs."""
     start_worker(concurrency=2)
     api = APIClient()
     running = submit_background(api, "lean-running", "lean sleep=1.5")
@@ -117,6 +117,30 @@ def test_plain_messages_take_the_lean_way_and_each_is_acknowledged(start_worker)
     wait_all_finished([running, *run_ids], timeout=20)
 
     assert list(Run.objects.filter(pk__in=[running, *run_ids]).values_list("status", flat=True)) == ["COMPLETED"] * 7
+
+
+def consumed_queues() -> list[list[str]]:
+    """The queues Celery's consumer reads, per worker."""
+    replies = app.control.inspect(timeout=1).active_queues() or {}
+    return [sorted(queue["name"] for queue in queues) for queues in replies.values()]
+
+
+def test_the_reader_takes_the_execute_queue_and_celerys_consumer_reads_its_own(start_worker):
+    worker = start_worker(concurrency=2)
+    run_id = submit_background(APIClient(), "reader-queues", "read sleep=0")
+
+    wait_all_finished([run_id], timeout=20)
+    assert consumed_queues() == [["agentos.celery"]]
+    assert "reading agentos with the agentos reader (2 threads)" in worker.log()
+
+
+def test_with_task_events_on_from_the_start_celerys_consumer_reads_both_queues(start_worker):
+    worker = start_worker(concurrency=2, AGENTOS_TASK_EVENTS="true")
+    run_id = submit_background(APIClient(), "reader-events", "watched sleep=0")
+
+    wait_all_finished([run_id], timeout=20)
+    assert consumed_queues() == [["agentos", "agentos.celery"]]
+    assert "agentos reader" not in worker.log()
 
 
 def test_a_message_with_an_eta_takes_celerys_way(start_worker, redis_db):

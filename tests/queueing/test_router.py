@@ -40,15 +40,21 @@ def test_a_message_written_straight_into_the_queue_is_the_one_celery_writes(redi
     assert ours[("headers", "id")] != celery[("headers", "id")]
 
 
-def test_a_batch_marks_every_ticket_and_sends_a_countdown_through_celery(redis_db):
+def test_a_batch_marks_every_ticket_and_sends_a_countdown_through_celery_to_its_own_queue(redis_db):
     assert router.publish_many([("t-now", None), ("t-later", 30.0)]) == 2
 
-    messages = queued(redis_db)
-    assert [m["headers"]["argsrepr"] for m in messages] == ["['t-now']", "['t-later']"]
-    assert messages[0]["headers"]["eta"] is None and messages[1]["headers"]["eta"] is not None
+    [now] = queued(redis_db)
+    [later] = [json.loads(raw) for raw in redis_db.lrange(router.celery_queue(), 0, -1)]
+    assert (now["headers"]["argsrepr"], now["headers"]["eta"]) == ("['t-now']", None)
+    assert (later["headers"]["argsrepr"], later["properties"]["delivery_info"]["routing_key"]) == (
+        "['t-later']",
+        "agentos.celery",
+    )
+    assert later["headers"]["eta"] is not None
     assert all(redis_db.exists(router.MARKER.format(t)) for t in ("t-now", "t-later"))
     assert 29 <= redis_db.ttl(router.MARKER.format("t-later")) - redis_db.ttl(router.MARKER.format("t-now")) <= 31
 
 
 def test_the_queue_is_celerys_default_queue():
-    assert app.conf.task_default_queue == BROKER_QUEUE
+    assert app.conf.task_default_queue == router.execute_queue() == BROKER_QUEUE
+    assert router.celery_queue() == "agentos.celery"
