@@ -1,4 +1,7 @@
-"""How a worker takes an execute message in: a lean Celery strategy (`Task.Strategy`) for `execute_ticket`.
+"""How Celery's consumer takes an execute message in: a lean Celery strategy (`Task.Strategy`) for `execute_ticket`.
+
+On a Redis broker a worker's own reader (`queueing.reader`) takes the plain messages and this strategy sees only
+what the reader passes on; on any other broker it sees every message.
 
 Celery's default strategy builds a `Request` for every message (headers parsed, worker state kept, a logging
 context made) and runs the task inside its tracer (signals, a request stack, a result path), which here cost

@@ -147,10 +147,10 @@ def session_id() -> str:
 BROKER_QUEUE = "agentos"
 
 
-def broker_messages(redis_db) -> list[dict]:
-    """The Celery messages waiting in the test broker, oldest first: (args, kwargs, headers)."""
+def broker_messages(redis_db, queue: str = BROKER_QUEUE) -> list[dict]:
+    """The Celery messages waiting in a queue of the test broker, oldest first: (args, kwargs, headers)."""
     messages = []
-    for raw in reversed(redis_db.lrange(BROKER_QUEUE, 0, -1)):
+    for raw in reversed(redis_db.lrange(queue, 0, -1)):
         envelope = json.loads(raw)
         args, kwargs, _ = json.loads(base64.b64decode(envelope["body"]))
         messages.append({"args": args, "kwargs": kwargs, "headers": envelope["headers"]})
