@@ -5,17 +5,22 @@ next `BRPOP` sent), on the worker's main thread, which shares the GIL with the p
 the web process. Under load it fell behind: in a streamed drain 5 messages waited in the list at the median and a
 message waited 24 ms from its publish to its claim. The reader takes what waits in one round trip, as many
 messages as the pool has free threads (the rest stay for other workers), and hands their ticket ids to the pool.
+Free threads are counted per process (`slots`: every submit to the pool's executor, the reader's and Celery's,
+until its work is done), so a consumer restart, which starts a new reader, does not forget the runs in progress.
 
 Nothing changes for what a message promises. The broker has no acknowledgement here either (kombu's Redis
 transport runs without `ack_emulation`): a message is gone once popped, and one popped by a worker that then
 died is found by its marker's expiry and sent again by the sweeper (`queueing.router`). The claim stays the only
-gate. What the reader does not take on itself goes to Celery's consumer, through the queue it reads
+gate. What the reader does not take on itself goes to Celery's consumer, behind what waits in the queue it reads
 (`router.celery_queue`): a message with an ETA or an expiry, one revoked by id, one that is not a plain execute
-message, and every message while the worker sends task events (a monitor then sees Celery's requests).
+message, and every message while the worker sends task events (a monitor then sees Celery's requests; the
+reader then moves only as many as there are free threads, and only once Celery has taken the ones before).
 
-`ExecuteReader`, a step of Celery's consumer, starts the reader on a Redis broker with the threads pool (and
-task events off at start), and takes the execute queue away from Celery's consumer meanwhile; on any other
-broker or pool Celery's consumer reads both queues, with the lean strategy (`queueing.strategy`).
+`ExecuteReader`, a step of Celery's consumer, starts the reader on a Redis broker with the threads pool when
+task events are off as the consumer starts, and takes the execute queue away from Celery's consumer meanwhile.
+Otherwise (another broker or pool, or task events on at the consumer's start: a worker started with them stays
+on Celery's way until its consumer restarts) Celery's consumer reads both queues, through the lean strategy
+(`queueing.strategy`).
 """
 
 from __future__ import annotations
@@ -35,17 +40,63 @@ from .strategy import execute, sends_task_events
 log = logging.getLogger("agentos.queue")
 
 
+class Slots:
+    """The pool's threads in use in this process: each submit to the pool's executor counts one until its work is done
+    (or cancelled), the reader's runs and the tasks Celery's consumer runs alike, over consumer restarts."""
+
+    def __init__(self) -> None:
+        self.capacity = 0
+        self._busy = 0
+        self._changed = threading.Condition()
+
+    def count(self, executor) -> None:
+        """Count the submits to `executor` from now on (once per executor)."""
+        if getattr(executor, "_agentos_slots", None) is self:
+            return
+        submit = executor.submit
+
+        def counted(function, /, *args, **kwargs):
+            with self._changed:
+                self._busy += 1
+            try:
+                future = submit(function, *args, **kwargs)
+            except BaseException:
+                self._done(None)
+                raise
+            future.add_done_callback(self._done)
+            return future
+
+        executor.submit, executor._agentos_slots = counted, self
+
+    def _done(self, _future) -> None:
+        with self._changed:
+            self._busy -= 1
+            self._changed.notify_all()
+
+    def wait_free(self, timeout: float) -> int:
+        """How many threads are free, waiting up to `timeout` for one when none is."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._busy < self.capacity, timeout=timeout)
+            return max(0, self.capacity - self._busy)
+
+    def wake(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+
+slots = Slots()
+
+
 class Reader:
-    """Pops execute messages from `queue` while the pool has free threads, and submits their ticket ids to it."""
+    """Pops execute messages from `queue` while the pool has free threads (`slots`), and submits their ticket ids to
+    `executor` (whose submits `slots` counts)."""
 
     idle_wait = 1  # seconds a BRPOP blocks, so a stop is seen within as much
     error_pause = 1.0  # seconds between attempts while Redis does not answer
 
-    def __init__(self, *, client: redis.Redis, queue: str, handover: str, submit, threads: int, revoked, eventer):
+    def __init__(self, *, client: redis.Redis, queue: str, handover: str, executor, revoked, eventer, run=execute):
         self.client, self.queue, self.handover = client, queue, handover
-        self.submit, self.revoked, self.eventer = submit, revoked, eventer
-        self._free = threads
-        self._changed = threading.Condition()
+        self.executor, self.revoked, self.eventer, self.run = executor, revoked, eventer, run
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -57,32 +108,46 @@ class Reader:
     def stop(self, timeout: float = 5.0) -> None:
         """Take nothing more; returns once the thread has ended (at most one BRPOP's wait)."""
         self._stop.set()
-        with self._changed:
-            self._changed.notify_all()
+        slots.wake()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if shutdown.draining():  # a draining worker takes nothing new
-                self._stop.wait(self.idle_wait)
-                continue
-            free = self._wait_for_free_thread()
-            if not free:
-                continue
             try:
-                raws = self._take(free)
+                self._turn()
             except redis.RedisError as error:
                 log.warning("reading the execute queue failed: %s; retrying in %.0fs", error, self.error_pause)
                 self._stop.wait(self.error_pause)
-                continue
-            if raws:
-                self._dispatch(raws)
+            except Exception:  # never let one turn end the thread: nobody else reads the queue
+                log.exception("reading the execute queue failed; retrying in %.0fs", self.error_pause)
+                self._stop.wait(self.error_pause)
 
-    def _wait_for_free_thread(self) -> int:
-        with self._changed:
-            self._changed.wait_for(lambda: self._free > 0 or self._stop.is_set(), timeout=self.idle_wait)
-            return 0 if self._stop.is_set() else self._free
+    def _turn(self) -> None:
+        if shutdown.draining():  # a draining worker takes nothing new
+            self._stop.wait(self.idle_wait)
+            return
+        free = slots.wait_free(self.idle_wait)
+        if not free or self._stop.is_set():
+            return
+        if sends_task_events(self.eventer):
+            # Every message takes Celery's way: move as many as it could run now, and only once it has taken the
+            # ones moved before, so the queue is not emptied into Celery's.
+            if self.client.llen(self.handover):
+                self._stop.wait(self.idle_wait / 10)
+                return
+            self._pass_on(self._take(free))
+            return
+        raws = self._take(free)
+        handed = []
+        for raw in raws:
+            ticket_id = plain_ticket_id(raw, self.revoked)
+            if ticket_id is None:
+                handed.append(raw)
+            elif not self._submit(ticket_id):  # this one and the rest go back to the front, in order
+                self.client.rpush(self.queue, *reversed(raws[raws.index(raw) :]))
+                break
+        self._pass_on(handed)
 
     def _take(self, most: int) -> list[bytes]:
         """Up to `most` messages, oldest first: what waits now, in one atomic round trip; else the first to come
@@ -96,38 +161,22 @@ class Reader:
         popped = self.client.brpop([self.queue], timeout=self.idle_wait)
         return [popped[1]] if popped else []
 
-    def _dispatch(self, raws: list[bytes]) -> None:
-        handed, back = [], []
-        celerys_way = sends_task_events(self.eventer)
-        for raw in raws:
-            ticket_id = None if celerys_way else plain_ticket_id(raw, self.revoked)
-            if ticket_id is None:
-                handed.append(raw)
-            elif not self._submit(ticket_id):
-                back.append(raw)
-        try:
-            if handed:
-                self.client.rpush(self.handover, *reversed(handed))  # to the front of Celery's queue, oldest last in
-            if back:
-                self.client.rpush(self.queue, *reversed(back))  # the pool is shut down: back to the front for another
-        except redis.RedisError as error:  # their markers expire; the sweeper sends their tickets again
-            log.warning("%d message(s) not passed on: %s", len(handed) + len(back), error)
+    def _pass_on(self, raws: list[bytes]) -> None:
+        """To Celery's queue, behind what waits there (oldest first, as they came)."""
+        if raws:
+            self.client.lpush(self.handover, *raws)
 
     def _submit(self, ticket_id: str) -> bool:
-        with self._changed:
-            self._free -= 1
         try:
-            self.submit(execute, ticket_id, self._release)
+            self.executor.submit(self.run, ticket_id, _nothing)
         except RuntimeError:  # the pool was shut down meanwhile: nothing more can run here
-            self._release()
             self._stop.set()
             return False
         return True
 
-    def _release(self) -> None:
-        with self._changed:
-            self._free += 1
-            self._changed.notify()
+
+def _nothing() -> None:
+    """The message's acknowledgement: none on this broker (a popped message is gone); the slot is freed by `slots`."""
 
 
 def plain_ticket_id(raw: bytes, revoked) -> str | None:
@@ -144,7 +193,7 @@ def plain_ticket_id(raw: bytes, revoked) -> str | None:
         if properties.get("body_encoding") == "base64":
             body = base64.b64decode(body)
         (ticket_id,), keywords, _embed = json.loads(body)
-    except (KeyError, TypeError, ValueError):
+    except Exception:  # noqa: BLE001 - whatever is wrong with it, Celery's way tells (and rejects it)
         return None
     return ticket_id if isinstance(ticket_id, str) and not keywords else None
 
@@ -166,12 +215,13 @@ class ExecuteReader(bootsteps.StartStopStep):
             c.add_task_queue(router.execute_queue())  # read by Celery's consumer, also after a restart with a reader
             return
         c.cancel_task_queue(router.execute_queue())
+        slots.capacity = c.pool.limit
+        slots.count(c.pool.executor)
         self.reader = Reader(
             client=router.markers(),
             queue=router.execute_queue(),
             handover=router.celery_queue(),
-            submit=c.pool.executor.submit,
-            threads=c.pool.limit,
+            executor=c.pool.executor,
             revoked=c.controller.state.revoked,
             eventer=c.event_dispatcher,
         ).start()

@@ -36,7 +36,7 @@ def lean(task, app, consumer, **options):
     if not isinstance(consumer.pool, ThreadsPool):
         return celerys
     eventer = consumer.event_dispatcher
-    submit = consumer.pool.executor.submit
+    pool = consumer.pool  # its executor's submit is looked up per message: `queueing.reader` counts what it runs
     revoked = consumer.controller.state.revoked
     connection_errors = consumer.connection_errors
 
@@ -45,7 +45,7 @@ def lean(task, app, consumer, **options):
         ticket_id = _plain_ticket_id(message, revoked) if plain else None
         if ticket_id is None:
             return celerys(message, body, ack, reject, callbacks, **kwargs)
-        submit(execute, ticket_id, functools.partial(ack, log, connection_errors))
+        pool.executor.submit(execute, ticket_id, functools.partial(ack, log, connection_errors))
 
     return task_message_handler
 
@@ -77,5 +77,7 @@ def execute(ticket_id: str, ack) -> None:
     except Exception:
         log.exception("ticket=%s execute raised", ticket_id)
     finally:
-        connections.close_all()  # as Celery's Django fix-up after a task: this thread's connections go back to the pool
-        ack()
+        try:
+            connections.close_all()  # as Celery's Django fix-up: the thread's connections go back to the pool
+        finally:
+            ack()

@@ -3,6 +3,7 @@
 import re
 import threading
 
+import psutil
 import pytest
 from django.db import connection
 from django.test import override_settings
@@ -132,6 +133,29 @@ def test_the_reader_takes_the_execute_queue_and_celerys_consumer_reads_its_own(s
     wait_all_finished([run_id], timeout=20)
     assert consumed_queues() == [["agentos.celery"]]
     assert "reading agentos with the agentos reader (2 threads)" in worker.log()
+
+
+def test_after_a_broker_connection_loss_the_reader_reads_again_and_still_counts_the_busy_thread(start_worker, redis_db):
+    """Celery restarts its consumer (and so the reader) when its broker connection breaks: the execute queue stays
+    the reader's, and the run that holds the only thread meanwhile still holds it (the next message waits)."""
+    worker = start_worker(concurrency=1)
+    api = APIClient()
+    long_run = submit_background(api, "restart-long", "long sleep=4")
+    wait_until(lambda: Run.objects.get(pk=long_run).status == "RUNNING", timeout=10, what="the long run to start")
+    ports = {
+        c.laddr.port for c in psutil.Process(worker.pid).net_connections("tcp") if c.raddr and c.raddr.port == 6379
+    }
+    for client in redis_db.client_list():
+        if int(client["addr"].rsplit(":", 1)[1]) in ports:
+            redis_db.client_kill(client["addr"])
+    wait_until(lambda: worker.log().count("reading agentos with the agentos reader") == 2, timeout=20, what="restart")
+
+    after = submit_background(api, "restart-after", "after sleep=0")
+    threading.Event().wait(1)
+    assert Run.objects.get(pk=long_run).status == "RUNNING"
+    assert (Run.objects.get(pk=after).status, redis_db.llen(app.conf.task_default_queue)) == ("PENDING", 1)
+    wait_all_finished([long_run, after], timeout=30)
+    assert consumed_queues() == [["agentos.celery"]]
 
 
 def test_with_task_events_on_from_the_start_celerys_consumer_reads_both_queues(start_worker):
