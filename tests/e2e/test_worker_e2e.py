@@ -140,12 +140,12 @@ def test_after_a_broker_connection_loss_the_reader_reads_again_and_still_counts_
     the reader's, and the run that holds the only thread meanwhile still holds it (the next message waits)."""
     worker = start_worker(concurrency=1)
     api = APIClient()
-    long_run = submit_background(api, "restart-long", "long sleep=4")
+    long_run = submit_background(api, "restart-long", "long sleep=8")
     wait_until(lambda: Run.objects.get(pk=long_run).status == "RUNNING", timeout=10, what="the long run to start")
-    ports = {
-        c.laddr.port for c in psutil.Process(worker.pid).net_connections("tcp") if c.raddr and c.raddr.port == 6379
-    }
-    for client in redis_db.client_list():
+    broker_port = redis_db.connection_pool.connection_kwargs["port"]
+    sockets = psutil.Process(worker.pid).net_connections("tcp")
+    ports = {c.laddr.port for c in sockets if c.raddr and c.raddr.port == broker_port}
+    for client in redis_db.client_list():  # every connection of the worker to Redis, the broker's among them
         if int(client["addr"].rsplit(":", 1)[1]) in ports:
             redis_db.client_kill(client["addr"])
     wait_until(lambda: worker.log().count("reading agentos with the agentos reader") == 2, timeout=20, what="restart")
