@@ -34,7 +34,7 @@ import redis
 from celery import bootsteps
 from celery.concurrency.thread import TaskPool as ThreadsPool
 
-from . import router, shutdown
+from . import router, shutdown, strategy
 from .strategy import execute, sends_task_events
 
 log = logging.getLogger("agentos.queue")
@@ -140,12 +140,12 @@ class Reader:
             return
         raws = self._take(free)
         handed = []
-        for raw in raws:
+        for taken, raw in enumerate(raws):
             ticket_id = plain_ticket_id(raw, self.revoked)
             if ticket_id is None:
                 handed.append(raw)
             elif not self._submit(ticket_id):  # this one and the rest go back to the front, in order
-                self.client.rpush(self.queue, *reversed(raws[raws.index(raw) :]))
+                self.client.rpush(self.queue, *reversed(raws[taken:]))
                 break
         self._pass_on(handed)
 
@@ -180,22 +180,19 @@ def _nothing() -> None:
 
 
 def plain_ticket_id(raw: bytes, revoked) -> str | None:
-    """The ticket id of a plain execute message as kombu's Redis transport stores it (task protocol 2, JSON, no
-    ETA, no expiry, not revoked, exactly one argument); None for anything else."""
+    """The ticket id of a plain execute message as kombu's Redis transport stores it (task protocol 2, JSON; the
+    rest as `strategy.plain_ticket_id`); None for anything else."""
     try:
         message = json.loads(raw)
-        headers, properties = message["headers"], message["properties"]
-        if headers.get("task") != router.EXECUTE_TASK or headers.get("eta") or headers.get("expires"):
+        headers, properties, body = message["headers"], message["properties"], message["body"]
+        if headers.get("task") != router.EXECUTE_TASK or message.get("content-type") != "application/json":
             return None
-        if headers.get("id") in revoked or message.get("content-type") != "application/json":
-            return None
-        body = message["body"]
         if properties.get("body_encoding") == "base64":
             body = base64.b64decode(body)
-        (ticket_id,), keywords, _embed = json.loads(body)
+        ticket_id = strategy.plain_ticket_id(headers, lambda: json.loads(body), revoked)
     except Exception:  # noqa: BLE001 - whatever is wrong with it, Celery's way tells (and rejects it)
         return None
-    return ticket_id if isinstance(ticket_id, str) and not keywords else None
+    return ticket_id if isinstance(ticket_id, str) else None
 
 
 class ExecuteReader(bootsteps.StartStopStep):

@@ -1,7 +1,7 @@
 """How Celery's consumer takes an execute message in: a lean Celery strategy (`Task.Strategy`) for `execute_ticket`.
 
-On a Redis broker a worker's own reader (`queueing.reader`) takes the plain messages and this strategy sees only
-what the reader passes on; on any other broker it sees every message.
+Where a worker's own reader (`queueing.reader`) runs (a Redis broker, the threads pool, task events off at the
+consumer's start) this strategy sees only what the reader passes on; elsewhere it sees every message.
 
 Celery's default strategy builds a `Request` for every message (headers parsed, worker state kept, a logging
 context made) and runs the task inside its tracer (signals, a request stack, a result path), which here cost
@@ -51,13 +51,18 @@ def lean(task, app, consumer, **options):
 
 
 def _plain_ticket_id(message, revoked) -> str | None:
-    """The ticket id a plain execute message carries (no ETA, no expiry, not revoked, exactly one argument), else
-    None: Celery's way tells what is wrong with one that is not JSON or has other arguments."""
-    headers = message.headers
-    if headers.get("eta") or headers.get("expires") or headers["id"] in revoked:
+    """The ticket id a plain execute message carries, else None: Celery's way tells what is wrong with one that is
+    not JSON or has other arguments."""
+    return plain_ticket_id(message.headers, message.decode, revoked)
+
+
+def plain_ticket_id(headers: dict, decode, revoked):
+    """The one argument of an execute message whose `headers` name no ETA, no expiry and no revoked id, and whose
+    body (`decode()`: args, kwargs, embed) has no keywords; else None."""
+    if headers.get("eta") or headers.get("expires") or headers.get("id") in revoked:
         return None
     try:
-        (ticket_id,), keywords, _embed = message.decode()
+        (ticket_id,), keywords, _embed = decode()
     except (TypeError, ValueError):
         return None
     return None if keywords else ticket_id
