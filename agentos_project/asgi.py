@@ -8,7 +8,7 @@ import django
 from django.conf import settings
 
 from .bodylimit import BodyLimit
-from .conf import SYNC_THREADS
+from .conf import current
 from .handlers import SharedThreads, SyncChainHandler
 from .postgres.base import warm
 
@@ -19,4 +19,4 @@ from queueing.lifecycle import freeze_loaded_objects  # noqa: E402 (the apps are
 
 application = BodyLimit(SharedThreads(SyncChainHandler()), limit=settings.MAX_BODY_BYTES)
 freeze_loaded_objects()  # full collections walk only what requests made, not what start-up loaded
-threading.Thread(target=warm, args=(SYNC_THREADS,), name="agentos-pool-warm", daemon=True).start()
+threading.Thread(target=warm, args=(current().server.web_threads,), name="agentos-pool-warm", daemon=True).start()

@@ -19,7 +19,6 @@ from django.conf import settings
 
 EMBEDDED_DATABASE_URL = "postgresql://postgres@127.0.0.1:54329/agentos"
 EMBEDDED_REDIS_URL = "redis://127.0.0.1:63790/0"
-SYNC_THREADS = 16  # the request threads of a web process (agentos_project.asgi)
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -100,6 +99,7 @@ class Server:
     log_format: str = "text"  # or "json": one object per line
     task_events: bool = False  # Celery worker task events (Flower turns them on by itself while it watches)
     worker_nice: int = 10  # serve runs its worker this much below the web's CPU priority (0: the same)
+    web_threads: int = 4  # the request threads of a web process (agentos_project.handlers)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,6 +249,7 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Age
             log_format=env.choice("AGENTOS_LOG_FORMAT", "text", ("text", "json")),
             task_events=env.boolean("AGENTOS_TASK_EVENTS", False),
             worker_nice=env.integer("AGENTOS_WORKER_NICE", 10, minimum=0, maximum=19),
+            web_threads=env.integer("AGENTOS_WEB_THREADS", 4, minimum=1),
         ),
         streams=Streams(
             keepalive_seconds=env.number("AGENTOS_STREAM_KEEPALIVE_SECONDS", 15.0, minimum=0, strict=True),

@@ -32,7 +32,7 @@ def test_defaults():
     assert conf.security == Security(security_key=None, admin_token=None)
     assert conf.agents == AgentsSettings(demo_agents=True, openai_base_url=None, openai_model="gpt-4o-mini")
     assert conf.server == Server(host="127.0.0.1", port=7777)
-    assert conf.server.worker_nice == 10
+    assert (conf.server.worker_nice, conf.server.web_threads) == (10, 4)
 
 
 def test_values_are_parsed():
@@ -45,6 +45,7 @@ def test_values_are_parsed():
             "AGENTOS_TIMEOUT_SECONDS": "",
             "AGENTOS_SECURITY_KEY": "k",
             "AGENTOS_WORKER_NICE": "0",
+            "AGENTOS_WEB_THREADS": "16",
         }
     )
 
@@ -52,7 +53,7 @@ def test_values_are_parsed():
     queue = conf.queue
     assert (queue.per_session, queue.max_concurrency, queue.timeout_seconds) == (False, None, None)
     assert (queue.stop_timeout_seconds, queue.heartbeat_interval, conf.security.security_key) == (3.0, 4 / 3, "k")
-    assert conf.server.worker_nice == 0
+    assert (conf.server.worker_nice, conf.server.web_threads) == (0, 16)
 
 
 def test_concurrency_alias_and_precedence():
@@ -84,6 +85,7 @@ def test_per_session_order_is_off_without_the_durable_queue():
         ({"AGENTOS_PORT": "0"}, "AGENTOS_PORT must be >= 1"),
         ({"AGENTOS_WORKER_NICE": "-1"}, "AGENTOS_WORKER_NICE must be >= 0"),
         ({"AGENTOS_WORKER_NICE": "20"}, "AGENTOS_WORKER_NICE must be <= 19"),
+        ({"AGENTOS_WEB_THREADS": "0"}, "AGENTOS_WEB_THREADS must be >= 1"),
     ],
 )
 def test_bad_values_name_the_variable_and_the_rule(environ, message):

@@ -12,7 +12,7 @@ from django.http import StreamingHttpResponse
 from agentos_project.handlers import SharedThreads, SyncChainHandler
 from agentos_project.streaming import LastPart, PartsResponse
 
-from ..conftest import AsgiServer
+from ..conftest import AsgiServer, with_conf
 
 
 def http_scope(path: str) -> dict:
@@ -64,6 +64,35 @@ def test_a_request_starts_and_finishes_on_one_shared_thread_before_its_answer_go
     assert (first, last) == ("started", "finished")
     assert thread == same_thread and thread.startswith("agentos-sync-")
     assert (before_start, before_answer) == (0, 0), "nothing was sent before the request finished"
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_requests_spread_over_as_many_threads_as_agentos_web_threads_says(threads):
+    """Six requests at once, each held a moment in its synchronous part (so all six are handed out before one
+    ends): they run on exactly `threads` threads, each request on the one with the least work waiting."""
+    names = []
+
+    def started(**_):
+        names.append(threading.current_thread().name)
+        threading.Event().wait(0.2)
+
+    async def call():
+        with with_conf("server", web_threads=threads):
+            application = SharedThreads(SyncChainHandler())
+        communicators = [ApplicationCommunicator(application, http_scope("/config")) for _ in range(6)]
+        for communicator in communicators:
+            await communicator.send_input({"type": "http.request", "body": b""})
+        return [(await communicator.receive_output(10))["status"] for communicator in communicators]
+
+    signals.request_started.connect(started, weak=False)
+    try:
+        statuses = asyncio.run(call())
+    finally:
+        signals.request_started.disconnect(started)
+
+    assert statuses == [200] * 6
+    assert sorted(set(names)) == [f"agentos-sync-{n}_0" for n in range(threads)]
+    assert [names.count(name) for name in sorted(set(names))] == [6 // threads] * threads
 
 
 def test_a_streamed_response_is_closed_once_its_body_has_gone_out_without_a_thread():
