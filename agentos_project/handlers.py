@@ -7,9 +7,9 @@ request gets one of `AGENTOS_WEB_THREADS` single-thread executors instead, the o
 its synchronous steps still run on one thread, a slow request holds up none that another thread could serve, and
 a stream, once its view has returned, holds no thread at all.
 
-Few threads serve best: a request's synchronous part is mostly Python, which one thread at a time runs, and a
-database round trip, which the others overlap. With 16 clients on 2 cores, 4 threads against 16 gave an accept
-p99 of 71-73 ms against 92-94 ms and drains 3-6 % faster (docs/benchmarks.md); 2 threads accepted 10 % less.
+A few threads serve best: a request's synchronous part is mostly Python, which one thread at a time runs, and
+database round trips, which the others overlap. With 16 clients on 2 cores, 4 threads against 16 gave an accept
+p99 of 71-73 ms against 92-94 ms and the same drain; 2 threads accepted a tenth fewer (docs/benchmarks.md).
 """
 
 import asyncio
@@ -50,7 +50,8 @@ class CountingExecutor(ThreadPoolExecutor):
 class SharedThreads:
     def __init__(self, app, threads: int | None = None):
         self.app = app
-        threads = threads or current().server.web_threads
+        if threads is None:
+            threads = current().server.web_threads
         self._executors = [CountingExecutor(f"agentos-sync-{n}") for n in range(threads)]
 
     async def __call__(self, scope, receive, send):

@@ -69,7 +69,7 @@ def test_a_request_starts_and_finishes_on_one_shared_thread_before_its_answer_go
 @pytest.mark.parametrize("threads", [1, 3])
 def test_requests_spread_over_as_many_threads_as_agentos_web_threads_says(threads):
     """Six requests at once, each held a moment in its synchronous part (so all six are handed out before one
-    ends): they run on exactly `threads` threads, each request on the one with the least work waiting."""
+    ends): they run on exactly `threads` threads, as many on each."""
     names = []
 
     def started(**_):
