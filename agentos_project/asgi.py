@@ -8,7 +8,6 @@ import django
 from django.conf import settings
 
 from .bodylimit import BodyLimit
-from .conf import current
 from .handlers import SharedThreads, SyncChainHandler
 from .postgres.base import warm
 
@@ -17,6 +16,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentos_project.settings.base")
 django.setup(set_prefix=False)
 from queueing.lifecycle import freeze_loaded_objects  # noqa: E402 (the apps are loaded only now)
 
-application = BodyLimit(SharedThreads(SyncChainHandler()), limit=settings.MAX_BODY_BYTES)
+request_threads = SharedThreads(SyncChainHandler())
+application = BodyLimit(request_threads, limit=settings.MAX_BODY_BYTES)
 freeze_loaded_objects()  # full collections walk only what requests made, not what start-up loaded
-threading.Thread(target=warm, args=(current().server.web_threads,), name="agentos-pool-warm", daemon=True).start()
+threading.Thread(target=warm, args=(request_threads.size,), name="agentos-pool-warm", daemon=True).start()

@@ -54,6 +54,11 @@ class SharedThreads:
             threads = current().server.web_threads
         self._executors = [CountingExecutor(f"agentos-sync-{n}") for n in range(threads)]
 
+    @property
+    def size(self) -> int:
+        """How many request threads there are (one database connection each, warmed at start)."""
+        return len(self._executors)
+
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)

@@ -42,18 +42,13 @@ def lean(task, app, consumer, **options):
 
     def task_message_handler(message, body, ack, reject, callbacks, **kwargs):
         plain = body is None and not callbacks and not sends_task_events(eventer)
-        ticket_id = _plain_ticket_id(message, revoked) if plain else None
+        # Not plain (not JSON, other arguments...): Celery's way tells what is wrong with it.
+        ticket_id = plain_ticket_id(message.headers, message.decode, revoked) if plain else None
         if ticket_id is None:
             return celerys(message, body, ack, reject, callbacks, **kwargs)
         pool.executor.submit(execute, ticket_id, functools.partial(ack, log, connection_errors))
 
     return task_message_handler
-
-
-def _plain_ticket_id(message, revoked) -> str | None:
-    """The ticket id a plain execute message carries, else None: Celery's way tells what is wrong with one that is
-    not JSON or has other arguments."""
-    return plain_ticket_id(message.headers, message.decode, revoked)
 
 
 def plain_ticket_id(headers: dict, decode, revoked):

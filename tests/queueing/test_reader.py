@@ -257,5 +257,7 @@ def test_a_redis_that_does_not_answer_is_retried_and_the_reader_still_stops(pool
     one = start_reader(pool(2), client=down)
 
     wait_until(lambda: "reading the execute queue failed" in caplog.text, timeout=5, what="the failure logged")
+    wait_until(lambda: caplog.text.count("reading the execute queue failed") >= 2, timeout=15, what="a retry")
+    assert one._thread.is_alive()
     one.stop(timeout=3)
     assert not one._thread.is_alive()
