@@ -1,15 +1,19 @@
-"""The claim's plans, as PostgreSQL runs its prepared statements for good (the generic plan): a claim finds its
-ticket by the key, so it reads a few pages however many tickets are claimable (a scan of the claimable ones
-per claim made every claim slower as a queue grew)."""
+"""The plans of the statements that change or read one ticket, as PostgreSQL runs them (a prepared statement's
+generic plan): each finds its ticket by the key, so it reads a few pages however many tickets are claimable,
+running or waiting (a scan of those per claim or settle made each one slower as a queue grew)."""
 
 from __future__ import annotations
 
+import datetime
 import re
 import uuid
 
 import pytest
 from django.db import connection
+from django.db.models.functions import Now
+from django.test.utils import CaptureQueriesContext
 
+from queueing import selectors
 from queueing.models import Ticket
 from queueing.tickets import _FINISH, _claim_statement, _settled_statement
 
@@ -79,3 +83,53 @@ def test_a_finish_reads_a_few_pages_however_many_tickets_are_live():
               "terminal": True, "fence": "f"}  # fmt: skip
 
     assert _pages_read(_FINISH, values) < 40
+
+
+def test_a_finish_reads_a_few_pages_however_many_tickets_are_running():
+    """The statistics were taken when nothing ran (a quiet moment, or the VACUUM ANALYZE before a burst); since
+    then many tickets passed through running (each one leaves an index entry there until the next VACUUM). A
+    finish that found its ticket among the running ones read them all, on every settle."""
+    ids = _claimable_tickets(CLAIMABLE)
+    Ticket.objects.filter(pk__in=ids).update(status="running", locked_by="w1", attempt=1)
+    values = {"ticket_id": ids[-1], "worker_id": "w1", "attempt": 1, "status": "completed", "error": None,
+              "terminal": True, "fence": "f"}  # fmt: skip
+
+    assert _pages_read(_FINISH, values) < 40
+
+
+def _pages_read_by_reads(read) -> list[int]:
+    """Shared buffers each statement of `read()` touched, re-run as it was sent, under EXPLAIN (ANALYZE, BUFFERS)."""
+    with CaptureQueriesContext(connection) as queries:
+        read()
+    pages = []
+    with connection.cursor() as cursor:
+        for query in queries.captured_queries:
+            cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS) {query['sql']}")
+            plan = "\n".join(line for (line,) in cursor.fetchall())
+            pages.append(int(re.search(r"Buffers: shared hit=(\d+)", plan).group(1)))
+    return pages
+
+
+def test_a_read_of_one_waiting_ticket_reads_a_few_pages_however_many_tickets_wait():
+    """The statistics were taken before the queue grew; a waiting run's poll (what it waits on) and an early
+    message's check (how long until it may run) find their ticket by the key, not among all the queued ones."""
+    _tickets(20_000, status="completed")
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Ticket._meta.db_table}")
+    head = _tickets(1, status="running", is_head=True, attempt=1, locked_by="w1")[0]
+    session_id = Ticket.objects.get(pk=head).session_id
+    waiting = [str(uuid.uuid4()) for _ in range(CLAIMABLE)]
+    Ticket.objects.bulk_create(
+        Ticket(id=ticket_id, component_type="job", component_id="fake", session_id=session_id,
+               session_seq=2 + n, max_attempts=1, status="queued")
+        for n, ticket_id in enumerate(waiting)
+    )  # fmt: skip
+    early = _tickets(CLAIMABLE, status="queued", is_head=True)
+    Ticket.objects.filter(pk=early[-1]).update(available_at=Now() + datetime.timedelta(minutes=5))
+
+    assert selectors.ticket_waiting_on(ticket_id=waiting[-1]) == head
+    assert 299 < selectors.ticket_seconds_until_available(ticket_id=early[-1]) <= 300
+    pages = _pages_read_by_reads(lambda: selectors.ticket_waiting_on(ticket_id=waiting[-1]))
+    pages += _pages_read_by_reads(lambda: selectors.ticket_seconds_until_available(ticket_id=early[-1]))
+
+    assert max(pages) < 40, f"pages read: {pages}"
