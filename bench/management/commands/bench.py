@@ -9,6 +9,7 @@ from bench.baseline import FloorServer
 from bench.demo import run_scenario
 from bench.harness import Client, Drain, Figure, accept_burst, drain, handoff, percentile
 from bench.hitl import continue_latencies
+from bench.replica import ReplicaServer
 from bench.streams import cancel_times, delivery_delays
 from queueing.models import Ticket
 
@@ -147,14 +148,23 @@ class Command(BaseCommand):
         ]
 
     def bench_replicas(self, repeats, **_):
-        """The drain spread over this server and --replica-url (a second serve of the same deployment: two web
-        processes and two workers in all). Compare with `drain` run while only one serve is up."""
-        if self.replica.url == self.client.url:
-            self.stdout.write("replicas: skipped (needs --replica-url)")
-            return []
-        drains = [self._drain_measured(self.client, replicas=(self.replica,)) for _ in range(repeats)]
-        name = f"drain over 2 replicas, {self.options['runs']} runs / {self.options['sessions']} sessions"
-        return [Figure(name, "runs/s", [d.rate for d in drains]), *_cpu_figures("per run", drains)]
+        """The drain over this server alone, then over it and a second serve of the same deployment that the
+        benchmark starts for the drain and stops after it (bench/replica.py: two web processes and two workers in
+        all), one pair per repeat, so both drains meet the database in the same state."""
+        one, two = [], []
+        for _ in range(repeats):
+            one.append(self._drain_measured(self.client))
+            with ReplicaServer() as replica:
+                second = Client(replica.url)
+                drain(self.client, runs=200, sessions=20, replicas=(second,))  # warms the replica, not measured
+                two.append(self._drain_measured(self.client, replicas=(second,)))
+        name = f"{self.options['runs']} runs / {self.options['sessions']} sessions"
+        return [
+            Figure(f"drain over 1 serve, {name}", "runs/s", [d.rate for d in one]),
+            Figure(f"drain over 2 serves, {name}", "runs/s", [d.rate for d in two]),
+            *_cpu_figures("per run over 2 serves", two),
+            Figure("2 serves / 1", "ratio", [b.rate / a.rate for a, b in zip(one, two, strict=True)]),
+        ]
 
     def bench_growth(self, repeats, **_):
         """One session of --turns turns with 2 KB messages on `windowed-agent` (a history window of 20 runs): the
