@@ -1,7 +1,8 @@
 """Reads of the queue (no state changes here).
 
-A read of one ticket finds it by its key and tests its state in a sub-select, as the claim does (tickets._claiming):
-otherwise statistics taken when few tickets were queued make a scan of every queued one look cheaper.
+The reads of one ticket by its id (`ticket_seconds_until_available`, `ticket_waiting_on`) find it by the key and
+test its state in a sub-select, as the claim does (tickets._claiming): otherwise statistics taken when few tickets
+were queued make a scan of every queued one look cheaper.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def ticket_waiting_on(*, ticket_id) -> str | None:
             [ticket_id],
         )
         row = cursor.fetchone()
-    return str(row[0]) if row and row[0] else None
+    return str(row[0]) if row and row[0] is not None else None
 
 
 def ticket_running_for(*, worker_id: str, session_id: str, exclude: set[str]) -> Claim | None:

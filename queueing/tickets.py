@@ -417,7 +417,7 @@ _FINISH = Prepared(
     f"""
     UPDATE {TABLE} SET status = %(status)s, error = %(error)s, locked_by = NULL, is_head = is_head AND NOT %(terminal)s,
            completed_at = CASE WHEN %(terminal)s THEN statement_timestamp() END, updated_at = statement_timestamp()
-    WHERE id = %(ticket_id)s  -- by its key, whatever the statistics say (see _claiming): the owner is tested apart
+    WHERE id = %(ticket_id)s  -- by its key, whatever the statistics say (see _claiming): its state is tested apart
       AND (SELECT status = 'running' AND locked_by = %(worker_id)s AND attempt = %(attempt)s)
     RETURNING set_config('agentos.settling', %(fence)s, true)  -- FENCE, for the rest of the transaction
     """,
