@@ -643,8 +643,8 @@ def ticket_cancel(*, ticket_id: str, error: str, paused_error: str | None = None
         session_lock(session_id)
         row = _update_returning(
             f"""
-            WITH old AS (SELECT id, status, attempt FROM {TABLE}
-                         WHERE id = %s AND status IN ('queued', 'paused') FOR UPDATE)
+            WITH old AS (SELECT id, status, attempt FROM {TABLE}  -- by its key (see _claiming)
+                         WHERE id = %s AND (SELECT status IN ('queued', 'paused')) FOR UPDATE)
             UPDATE {TABLE} AS t SET status = 'cancelled',
                    error = CASE old.status WHEN 'paused' THEN %s ELSE %s END, is_head = false,
                    completed_at = statement_timestamp(), updated_at = statement_timestamp()
@@ -673,7 +673,7 @@ def ticket_continue(*, ticket_id: str) -> bool:
             f"""
             UPDATE {TABLE} SET status = 'queued', max_attempts = max_attempts + 1,
                    available_at = statement_timestamp(), updated_at = statement_timestamp()
-            WHERE id = %s AND status = 'paused'
+            WHERE id = %s AND (SELECT status = 'paused')  -- by its key (see _claiming)
             RETURNING session_id, attempt
             """,
             [ticket_id],

@@ -1,7 +1,7 @@
 """The plans of the statements that change or read one ticket, as PostgreSQL runs them (a prepared statement's
-generic plan; a read sent as plain SQL, its plan for those values): each finds its ticket by the key, so it reads a
-few pages however many tickets are claimable, running or waiting (a scan of those per claim, settle or poll made
-each one slower as a queue grew)."""
+generic plan; one sent as plain SQL, its plan for those values): each finds its ticket by the key, so it reads a
+few pages however many tickets are claimable, running, waiting or paused (a scan of those per claim, settle, poll,
+cancel or continue made each one slower as a queue grew)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from django.db import connection
 from django.db.models.functions import Now
 from django.test.utils import CaptureQueriesContext
 
-from queueing import selectors
+from queueing import selectors, tickets
 from queueing.models import Ticket
 from queueing.tickets import _FINISH, _claim_statement, _settled_statement
 
@@ -66,9 +66,10 @@ def _pages_read(statement, values: dict, *, promoted: str = "") -> int:
 
 
 def _buffers(plan: str) -> int:
-    """Shared buffers the plan's top node touched: found in PostgreSQL's cache (hit) or not (read)."""
-    line = re.search(r"Buffers: shared ([^\n]*)", plan).group(1)
-    return sum(int(n) for n in re.findall(r"(?:hit|read)=(\d+)", line))
+    """Shared buffers the plan's top node touched: found in PostgreSQL's cache (hit) or not (read); 0 when it
+    touched none (planning's own buffers are not counted)."""
+    line = re.search(r"Buffers: shared ([^\n]*)", plan.split("\nPlanning")[0])
+    return sum(int(n) for n in re.findall(r"(?:hit|read)=(\d+)", line.group(1))) if line else 0
 
 
 @pytest.mark.parametrize("start_sql", [None, "SELECT 1 FROM claimed"], ids=["claim", "claim that starts the job"])
@@ -104,16 +105,23 @@ def test_a_finish_reads_a_few_pages_however_many_tickets_are_running():
     assert _pages_read(_FINISH, values) < 40
 
 
-def _pages_read_by_reads(read) -> list[int]:
-    """Shared buffers each statement of `read()` touched, re-run as it was sent, under EXPLAIN (ANALYZE, BUFFERS)."""
+def _pages_read_by_statements(call) -> list[int]:
+    """Shared buffers each statement of `call()` touched, each re-run as it was sent under EXPLAIN (ANALYZE,
+    BUFFERS) in a transaction rolled back: the plan reads what it reads even where `call` already changed the row."""
     with CaptureQueriesContext(connection) as queries:
-        read()
+        call()
+    kinds = ("SELECT", "WITH", "UPDATE", "EXECUTE")
+    statements = [query["sql"] for query in queries.captured_queries if query["sql"].lstrip().startswith(kinds)]
+    assert statements, "nothing was sent"
     pages = []
     with connection.cursor() as cursor:
-        for query in queries.captured_queries:
-            cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS) {query['sql']}")
-            plan = "\n".join(line for (line,) in cursor.fetchall())
-            pages.append(_buffers(plan))
+        cursor.execute("BEGIN")
+        try:
+            for sql in statements:
+                cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS) {sql}")
+                pages.append(_buffers("\n".join(line for (line,) in cursor.fetchall())))
+        finally:
+            cursor.execute("ROLLBACK")
     return pages
 
 
@@ -136,8 +144,29 @@ def test_a_read_of_one_waiting_ticket_reads_a_few_pages_however_many_tickets_wai
 
     assert selectors.ticket_waiting_on(ticket_id=waiting[-1]) == head
     assert 240 < selectors.ticket_seconds_until_available(ticket_id=early[-1]) <= 300
-    waiting_on = _pages_read_by_reads(lambda: selectors.ticket_waiting_on(ticket_id=waiting[-1]))
-    until = _pages_read_by_reads(lambda: selectors.ticket_seconds_until_available(ticket_id=early[-1]))
+    waiting_on = _pages_read_by_statements(lambda: selectors.ticket_waiting_on(ticket_id=waiting[-1]))
+    until = _pages_read_by_statements(lambda: selectors.ticket_seconds_until_available(ticket_id=early[-1]))
 
     assert max(waiting_on) < 40, f"what a waiting run waits on: {waiting_on} pages"
     assert max(until) < 40, f"how long until an early ticket may run: {until} pages"
+
+
+@pytest.mark.parametrize("status", ["queued", "paused"])
+def test_a_cancel_reads_a_few_pages_however_many_tickets_wait(status):
+    ids = _claimable_tickets(CLAIMABLE)
+    Ticket.objects.filter(pk__in=ids).update(status=status)
+
+    pages = _pages_read_by_statements(lambda: tickets.ticket_cancel(ticket_id=ids[-1], error="cancelled"))
+
+    assert Ticket.objects.get(pk=ids[-1]).status == "cancelled"
+    assert max(pages) < 40, f"pages read by the cancel's statements: {pages}"
+
+
+def test_a_continue_reads_a_few_pages_however_many_tickets_are_paused():
+    ids = _claimable_tickets(CLAIMABLE)
+    Ticket.objects.filter(pk__in=ids).update(status="paused")
+
+    pages = _pages_read_by_statements(lambda: tickets.ticket_continue(ticket_id=ids[-1]))
+
+    assert Ticket.objects.get(pk=ids[-1]).status == "queued"
+    assert max(pages) < 40, f"pages read by the continue's statements: {pages}"
