@@ -33,12 +33,17 @@ def _tickets(count: int, **fields) -> list[str]:
     return ids
 
 
-def _claimable_tickets(count: int) -> list[str]:
-    """`count` queued heads, made after the statistics were taken on a table of finished tickets only (the queue
-    grew since the last ANALYZE, as it does in a burst)."""
+def _statistics_of_finished_tickets_only() -> None:
+    """20,000 finished tickets, analyzed: statistics that saw no ticket queued, running or paused."""
     _tickets(20_000, status="completed")
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {Ticket._meta.db_table}")
+
+
+def _claimable_tickets(count: int) -> list[str]:
+    """`count` queued heads, made after the statistics were taken on a table of finished tickets only (the queue
+    grew since the last ANALYZE, as it does in a burst)."""
+    _statistics_of_finished_tickets_only()
     return _tickets(count, status="queued", is_head=True)
 
 
@@ -60,9 +65,14 @@ def _pages_read(statement, values: dict, *, promoted: str = "") -> int:
             cursor.execute(f"DEALLOCATE {name}")
         finally:
             cursor.execute("RESET plan_cache_mode")
-    changed = re.search(r"Update on queueing_ticket t?\s*\(cost=[^)]*\) \(actual time=\S+ rows=(\d+)", plan)
-    assert changed and changed.group(1) == "1", f"the ticket was not changed:\n{plan}"
+    assert _tickets_changed(plan) == 1, f"the ticket was not changed:\n{plan}"
     return _buffers(plan)
+
+
+def _tickets_changed(plan: str) -> int | None:
+    """How many tickets the plan's Update changed ("rows=1", or "rows=1.00" from PostgreSQL 18); None without one."""
+    changed = re.search(r"Update on queueing_ticket.*\(actual time=\S+ rows=([\d.]+)", plan)
+    return round(float(changed.group(1))) if changed else None
 
 
 def _buffers(plan: str) -> int:
@@ -143,16 +153,13 @@ def _statements_measured(call) -> tuple[object, list[tuple[int, str]]]:
 
 
 def _changed_one_ticket(measured: list[tuple[int, str]]) -> bool:
-    updates = [re.search(r"Update on queueing_ticket.*\(actual time=\S+ rows=([\d.]+) ", plan) for _, plan in measured]
-    return any(update and float(update.group(1)) == 1 for update in updates)  # "rows=1" or, from PostgreSQL 18, "1.00"
+    return any(_tickets_changed(plan) == 1 for _, plan in measured)
 
 
 def test_a_read_of_one_waiting_ticket_reads_a_few_pages_however_many_tickets_wait():
     """The statistics were taken before the queue grew; a waiting run's poll (what it waits on) and an early
     message's check (how long until it may run) find their ticket by the key, not among all the queued ones."""
-    _tickets(20_000, status="completed")
-    with connection.cursor() as cursor:
-        cursor.execute(f"ANALYZE {Ticket._meta.db_table}")
+    _statistics_of_finished_tickets_only()
     head = _tickets(1, status="running", is_head=True, attempt=1, locked_by="w1")[0]
     session_id = Ticket.objects.get(pk=head).session_id
     waiting = [str(uuid.uuid4()) for _ in range(CLAIMABLE)]
