@@ -37,7 +37,8 @@ import uuid
 from collections.abc import Iterable
 
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import BooleanField, F
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 
 from agentos_project.postgres.prepared import Prepared, together
@@ -380,11 +381,17 @@ def _update_returning(sql: str, params: list) -> tuple | None:
         return cursor.fetchone()
 
 
+def _while(condition: str, params: Iterable = ()) -> RawSQL:
+    """`condition` on the ticket's own columns, for a statement that finds its ticket by the key: tested in a
+    sub-select, so the planner takes no index from it (see `_claiming`: with statistics taken before the tickets in
+    that state piled up, a scan of the state's index looks free, and it reads all of them)."""
+    return RawSQL(f"(SELECT {condition})", list(params), output_field=BooleanField())
+
+
 def ticket_owned(claim: Claim):
     """The ticket, only while `claim` still owns it (running, this worker, this attempt): the fence of every write."""
-    return Ticket.objects.filter(
-        pk=claim.ticket_id, status=TicketStatus.RUNNING, locked_by=claim.worker_id, attempt=claim.attempt
-    )
+    owned = _while("status = 'running' AND locked_by = %s AND attempt = %s", [claim.worker_id, claim.attempt])
+    return Ticket.objects.filter(owned, pk=claim.ticket_id)
 
 
 def ticket_heartbeat(*, worker_id: str, claims: Iterable[tuple[str, int]]) -> int:
@@ -393,16 +400,16 @@ def ticket_heartbeat(*, worker_id: str, claims: Iterable[tuple[str, int]]) -> in
     Only the (ticket id, attempt) pairs named are touched, so a lease whose attempt this process abandoned
     goes stale as it should. Idempotent.
     """
-    match = Q(pk__in=[])
-    for ticket_id, attempt in claims:
-        match |= Q(pk=ticket_id, attempt=attempt)
-    return Ticket.objects.filter(match, status=TicketStatus.RUNNING, locked_by=worker_id).update(locked_at=Now())
+    claims = [(uuid.UUID(str(ticket_id)), attempt) for ticket_id, attempt in claims]
+    named = [f"{ticket_id}:{attempt}" for ticket_id, attempt in claims]  # as PostgreSQL writes a uuid: lowercase
+    owned = _while("status = 'running' AND locked_by = %s AND id::text || ':' || attempt = ANY(%s)", [worker_id, named])
+    return Ticket.objects.filter(owned, pk__in=[ticket_id for ticket_id, _ in claims]).update(locked_at=Now())
 
 
 def ticket_note_dispatch(*, ticket_id: str) -> bool:
     """Record that a stale running ticket was dispatched for reclaim (updated_at = now()), so the sweeper sends
     it one message per grace rather than one per pass. Changes no state."""
-    return bool(Ticket.objects.filter(pk=ticket_id, status=TicketStatus.RUNNING).update(updated_at=Now()))
+    return bool(Ticket.objects.filter(_while("status = 'running'"), pk=ticket_id).update(updated_at=Now()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -605,12 +612,12 @@ def _change_stale_spent(ticket_id: str, grace_seconds: float, **changes) -> dict
     if ticket is None:
         return None
     session_lock(ticket["session_id"])
-    updated = Ticket.objects.filter(
-        pk=ticket_id,
-        status=TicketStatus.RUNNING,
-        attempt__gte=F("max_attempts"),
-        locked_at__lt=Now() - _seconds(grace_seconds),
-    ).update(locked_by=None, updated_at=Now(), **changes)
+    stale = _while(
+        "status = 'running' AND attempt >= max_attempts"
+        " AND locked_at < statement_timestamp() - %s * interval '1 second'",
+        [grace_seconds],
+    )
+    updated = Ticket.objects.filter(stale, pk=ticket_id).update(locked_by=None, updated_at=Now(), **changes)
     return ticket if updated else None
 
 
@@ -715,14 +722,15 @@ def ticket_requeue(*, ticket_id: str, grace_seconds: float, force: bool = False)
                    available_at = statement_timestamp(), locked_by = NULL, locked_at = NULL, completed_at = NULL,
                    updated_at = statement_timestamp()
             FROM line, old
-            WHERE t.id = old.id AND t.status IN ('failed', 'cancelled') AND (%s OR NOT ({recent}))
+            WHERE t.id = %s AND t.id = old.id  -- by its key (see _while): its state is tested apart
+              AND (SELECT t.status IN ('failed', 'cancelled') AND (%s OR NOT ({recent})))
             RETURNING t.is_head OR NOT t.serialized, old.status, t.attempt
             """,
-            [session_id, ticket_id, force, grace_seconds],
+            [session_id, ticket_id, ticket_id, force, grace_seconds],
         )
         if row is None:
-            exists = Ticket.objects.filter(pk=ticket_id, status__in=(TicketStatus.FAILED, TicketStatus.CANCELLED))
-            return RequeueResult.TOO_RECENT if exists.exists() else RequeueResult.NOT_REQUEUEABLE
+            dead = Ticket.objects.filter(_while("status IN ('failed', 'cancelled')"), pk=ticket_id)
+            return RequeueResult.TOO_RECENT if dead.exists() else RequeueResult.NOT_REQUEUEABLE
         publish, previous, attempt = row
         changed("requeue", run_id=ticket_id, session_id=session_id, status=TicketStatus.QUEUED, attempt=attempt)
         get_executor().settle(Settlement(str(ticket_id), TicketStatus.QUEUED, 0, previous=previous))

@@ -1,7 +1,7 @@
 """The plans of the statements that change or read one ticket, as PostgreSQL runs them (a prepared statement's
 generic plan; one sent as plain SQL, its plan for those values): each finds its ticket by the key, so it reads a
-few pages however many tickets are claimable, running, waiting or paused (a scan of those per claim, settle, poll,
-cancel or continue made each one slower as a queue grew)."""
+few pages however many tickets are claimable, running, waiting, paused or failed (a scan of those per claim, settle,
+poll, heartbeat, sweep, cancel, continue or requeue made each one slower as a queue grew)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from django.db.models.functions import Now
 from django.test.utils import CaptureQueriesContext
 
 from queueing import selectors, tickets
-from queueing.models import Ticket
+from queueing.executor import Claim, Outcome
+from queueing.models import Ticket, TicketStatus
 from queueing.tickets import _FINISH, _claim_statement, _settled_statement
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -70,8 +71,16 @@ def _pages_read(statement, values: dict, *, promoted: str = "") -> int:
 
 
 def _tickets_changed(plan: str) -> int | None:
-    """How many tickets the plan's Update changed ("rows=1", or "rows=1.00" from PostgreSQL 18); None without one."""
-    changed = re.search(r"Update on queueing_ticket.*\(actual time=\S+ rows=([\d.]+)", plan)
+    """How many tickets the plan's Update changed ("rows=1", or "rows=1.00" from PostgreSQL 18); None without one.
+
+    An Update inside a statement (a CTE) counts the rows it returns. A statement that is itself an Update shows no
+    rows on it without a RETURNING, so there it is the rows its input (the first node under it) gave it."""
+    lines = plan.splitlines()
+    if lines[0].startswith("Update on queueing_ticket"):
+        line = next(line for line in lines if line.startswith("  ->  "))
+    else:
+        line = next((line for line in lines if "Update on queueing_ticket" in line), None)
+    changed = re.search(r"\(actual time=\S+ rows=([\d.]+)", line) if line else None
     return round(float(changed.group(1))) if changed else None
 
 
@@ -202,3 +211,61 @@ def test_a_continue_reads_a_few_pages_however_many_tickets_are_paused():
     assert continued is True
     assert _changed_one_ticket(measured)
     assert [pages for pages, _ in measured if pages >= 40] == [], f"pages read: {[p for p, _ in measured]}"
+
+
+def _running_tickets(count: int, *, lease_age: datetime.timedelta = datetime.timedelta(0), **fields) -> list[str]:
+    """`count` tickets running for w1 (attempt 1, their lease taken `lease_age` ago), made after statistics that saw
+    none running: every attempt leaves an entry in the state's index until the next VACUUM."""
+    ids = _claimable_tickets(count)
+    Ticket.objects.filter(pk__in=ids).update(
+        status="running", locked_by="w1", attempt=1, locked_at=Now() - lease_age, **fields
+    )
+    return ids
+
+
+def test_a_heartbeat_and_a_retry_read_a_few_pages_however_many_tickets_are_running():
+    ids = _running_tickets(CLAIMABLE, max_attempts=3)
+    claim = Claim(ids[-1], 1, 3, "w1", Ticket.objects.get(pk=ids[-1]).session_id, {})
+    failed = Outcome(TicketStatus.FAILED, error="boom", retryable=True)
+
+    refreshed, beat = _statements_measured(
+        lambda: tickets.ticket_heartbeat(worker_id="w1", claims=[(ids[-1], 1), (ids[0].upper(), 1), (ids[1], 2)])
+    )
+    retried, retry = _statements_measured(lambda: tickets.ticket_retry(claim=claim, outcome=failed, delay_seconds=1))
+
+    assert refreshed == 2  # the third names an attempt that is not running
+    assert [_tickets_changed(plan) for _, plan in beat] == [2]
+    assert retried is True
+    assert _changed_one_ticket(retry)
+    assert [pages for pages, _ in beat + retry if pages >= 40] == [], f"pages read: {[p for p, _ in beat + retry]}"
+
+
+def test_the_sweepers_changes_read_a_few_pages_however_many_tickets_are_running():
+    """A reclaim's dispatch note and the end of a lost attempt without budget (failed, or parked again)."""
+    ids = _running_tickets(CLAIMABLE, lease_age=datetime.timedelta(minutes=5))
+
+    noted, note = _statements_measured(lambda: tickets.ticket_note_dispatch(ticket_id=ids[-1]))
+    swept, sweep = _statements_measured(lambda: tickets.ticket_fail_stale(ticket_id=ids[-1], grace_seconds=60))
+    parked, park = _statements_measured(lambda: tickets.ticket_park_stale(ticket_id=ids[-1], grace_seconds=60))
+
+    assert noted is swept is parked is True
+    assert all(_changed_one_ticket(measured) for measured in (note, sweep, park))
+    pages = [pages for pages, _ in note + sweep + park]
+    assert [n for n in pages if n >= 40] == [], f"pages read: {pages}"
+
+
+def test_a_requeue_reads_a_few_pages_however_many_tickets_have_failed():
+    ids = _claimable_tickets(CLAIMABLE)
+    Ticket.objects.filter(pk__in=ids).update(
+        status="failed", is_head=False, attempt=1, completed_at=Now() - datetime.timedelta(minutes=5)
+    )
+    Ticket.objects.filter(pk=ids[0]).update(completed_at=Now())
+
+    requeued, measured = _statements_measured(lambda: tickets.ticket_requeue(ticket_id=ids[-1], grace_seconds=60))
+    too_recent, refused = _statements_measured(lambda: tickets.ticket_requeue(ticket_id=ids[0], grace_seconds=60))
+
+    assert requeued == tickets.RequeueResult.REQUEUED
+    assert too_recent == tickets.RequeueResult.TOO_RECENT
+    assert _changed_one_ticket(measured)
+    pages = [pages for pages, _ in measured + refused]
+    assert [n for n in pages if n >= 40] == [], f"pages read: {pages}"
