@@ -74,7 +74,8 @@ def _tickets_changed(plan: str) -> int | None:
     """How many tickets the plan's Update changed ("rows=1", or "rows=1.00" from PostgreSQL 18); None without one.
 
     An Update inside a statement (a CTE) counts the rows it returns. A statement that is itself an Update shows no
-    rows on it without a RETURNING, so there it is the rows its input (the first node under it) gave it."""
+    rows on it without a RETURNING, so there it is the rows its input (the first node under it) gave it: the same
+    number here, where no concurrent change can make the Update skip a row its input found."""
     lines = plan.splitlines()
     if lines[0].startswith("Update on queueing_ticket"):
         line = next(line for line in lines if line.startswith("  ->  "))
