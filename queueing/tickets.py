@@ -382,9 +382,8 @@ def _update_returning(sql: str, params: list) -> tuple | None:
 
 
 def _while(condition: str, params: Iterable = ()) -> RawSQL:
-    """`condition` on the ticket's own columns, for a statement that finds its ticket by the key: tested in a
-    sub-select, so the planner takes no index from it (see `_claiming`: with statistics taken before the tickets in
-    that state piled up, a scan of the state's index looks free, and it reads all of them)."""
+    """`condition` on the ticket's own columns, as a filter of a query that finds its ticket by the key: tested in a
+    sub-select, so the planner takes no index from it (why: `_claiming`)."""
     return RawSQL(f"(SELECT {condition})", list(params), output_field=BooleanField())
 
 
@@ -722,7 +721,7 @@ def ticket_requeue(*, ticket_id: str, grace_seconds: float, force: bool = False)
                    available_at = statement_timestamp(), locked_by = NULL, locked_at = NULL, completed_at = NULL,
                    updated_at = statement_timestamp()
             FROM line, old
-            WHERE t.id = %s AND t.id = old.id  -- by its key (see _while): its state is tested apart
+            WHERE t.id = %s AND t.id = old.id  -- by its key (see _claiming): its state is tested apart
               AND (SELECT t.status IN ('failed', 'cancelled') AND (%s OR NOT ({recent})))
             RETURNING t.is_head OR NOT t.serialized, old.status, t.attempt
             """,
