@@ -24,7 +24,7 @@ def job_requeue(*, job_id: str, force: bool = False) -> Ticket:
 
     Raises `JobFailedRecently` (409) for a ticket failed less than the lease grace ago unless `force`, and
     `JobNotRequeueable` (400) for one that is not failed or cancelled, or unknown. The executor forgets the run's
-    cancellation and its old live events in the same transaction, so a requeued cancelled run executes again.
+    cancellation in the same transaction, so a requeued cancelled run executes again.
     """
     if not is_ticket_id(job_id):
         raise JobNotRequeueable(job_id)

@@ -113,11 +113,3 @@ def last_index(run_id) -> int:
         log.warning("run=%s last event index unknown: %s", run_id, error)
         return -1
     return int(top[0][1]) if top else -1
-
-
-def forget(run_id) -> None:
-    """Drop the run's buffer (a requeued run starts a new stream; its stored events keep the old one)."""
-    try:
-        coordination().delete(buffer_key(run_id))
-    except redis.RedisError as error:
-        log.warning("run=%s old live events not dropped: %s", run_id, error)

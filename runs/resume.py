@@ -4,6 +4,10 @@
 - a run whose stream ended (finished or paused): a `replay` frame and the events above the index, from the Redis
   buffer, or once it expired from the stored events (a run submitted without streaming: none, and a message);
 - an unknown run: an `error` frame.
+
+A run with several legs (paused and continued, failed or cancelled and requeued) has an ending event per leg.
+Its stream ends at the last one: a replay sends every event the run had when the request read it, and a live
+stream goes on past the ends of the legs that were over by then (`streams.Tail`).
 """
 
 from __future__ import annotations
@@ -16,9 +20,8 @@ from collections.abc import AsyncIterator
 import redis
 
 from . import eventbus
-from .models import STREAM_ENDED
-from .selectors import run_stored_events
-from .streams import Tail, follow, follow_database, hub, in_database, meta_frame
+from .models import STREAM_ENDED, Run
+from .streams import Tail, follow, follow_database, hub, meta_frame, with_stored
 
 log = logging.getLogger("agentos.streams")
 
@@ -31,6 +34,11 @@ class Target:
     kind: str
     status: str
     stream: bool
+    next_event_index: int  # where the run's next leg (or its end) numbers from: every earlier leg's events are below
+
+    @classmethod
+    def of(cls, run: Run) -> Target:
+        return cls(str(run.run_id), run.component_type, run.status, run.stream, run.next_event_index)
 
 
 async def resume_frames(run_id: str, target: Target | None, *, after: int) -> AsyncIterator[str]:
@@ -43,7 +51,7 @@ async def resume_frames(run_id: str, target: Target | None, *, after: int) -> As
         async for sse in _replay(target, after):
             yield sse
         return
-    tail = Tail(target.run_id, target.kind, last=after)
+    tail = Tail(target.run_id, target.kind, last=after, floor=target.next_event_index)
     try:
         async for sse in _resume_live(target, tail):
             yield sse
@@ -59,8 +67,8 @@ async def _resume_live(target: Target, tail: Tail) -> AsyncIterator[str]:
     after = tail.last
     async with hub().listening(eventbus.channel(target.run_id)) as queue:
         buffered = await hub().buffered(target.run_id, after)
-        missed, total = buffered or ([], 0)
-        frames = tail.take_all(missed)
+        total = buffered.total if buffered else 0
+        frames = tail.take_all(await with_stored(target.run_id, after, buffered))
         yield meta_frame(
             "catch_up",
             {
@@ -92,15 +100,15 @@ async def _replay(target: Target, after: int) -> AsyncIterator[str]:
     buffered = None
     with contextlib.suppress(redis.RedisError, OSError):
         buffered = await hub().buffered(target.run_id, after)
-    tail = Tail(target.run_id, target.kind, last=after)
+    history = target.next_event_index  # the events the run had: a replay ends with them, at its latest end
+    tail = Tail(target.run_id, target.kind, last=after, floor=history, ceiling=history)
     status = target.status
     if buffered is not None:
-        frames = tail.take_all(buffered[0])
-        message = f"Run {status}. Replaying {len(frames)} missed events (of {buffered[1]} total)."
-        extra = {"total_buffered": buffered[1], "last_event_index_requested": after}
+        frames = tail.take_all(await with_stored(target.run_id, after, buffered))
+        message = f"Run {status}. Replaying {len(frames)} missed events (of {buffered.total} total)."
+        extra = {"total_buffered": buffered.total, "last_event_index_requested": after}
     elif target.stream:
-        stored = await in_database(run_stored_events, run_id=target.run_id, after=after)
-        frames = tail.take_all(eventbus.encode(event) for event in stored)
+        frames = tail.take_all(await with_stored(target.run_id, after, None))
         message, extra = "Run completed. Replaying stored events from database.", {}
     else:
         frames = []

@@ -137,10 +137,12 @@ def run_to_wire(run: Run, *, waiting_on: str | None = None) -> dict:
     return body
 
 
-def run_stored_events(*, run_id, after: int) -> list[dict]:
-    """The run's stored events with an index above `after`, in order."""
-    events = RunEvent.objects.filter(run_id=run_id, event_index__gt=after).order_by("event_index")
-    return list(events.values_list("data", flat=True))
+def run_stored_events(*, run_id, after: int, before: int | None = None) -> list[dict]:
+    """The run's stored events with an index above `after` (and below `before`, when given), in order."""
+    events = RunEvent.objects.filter(run_id=run_id, event_index__gt=after)
+    if before is not None:
+        events = events.filter(event_index__lt=before)
+    return list(events.order_by("event_index").values_list("data", flat=True))
 
 
 def run_status(*, run_id) -> str | None:

@@ -20,7 +20,7 @@ from queueing import metrics
 from queueing.executor import FENCE
 from queueing.tickets import NewTicket, Rows, ticket_accept
 
-from . import cancellation, eventbus
+from . import cancellation
 from .exceptions import BackgroundNeedsStore, SessionNotYours
 from .execution import EventSink, LegResult, first_event_index, run_leg
 from .idempotency import idempotent_replay
@@ -402,14 +402,14 @@ def run_record_end_event(*, run_id, event_role: str, content: str, fields: dict 
 
 def run_reset_pending(*, run_id, requeued: bool = False) -> None:
     """A run waits again: PENDING, its previous output cleared. A requeued one (a dead letter back in line)
-    also forgets a cancellation asked of it, and its old live events, so it really executes again and its
-    streams do not end at the old end (the stored events and `next_event_index` keep the history)."""
+    also forgets a cancellation asked of it, so it really executes again. Its events stay: the new leg numbers on
+    after them, and its streams go on past the old end (`runs.streams.Tail`)."""
     fields = {"cancel_requested_at": None} if requeued else {}
     Run.objects.filter(pk=run_id).update(
         status=RunStatus.PENDING, content=None, tools=None, cancellation_stage=None, completed_at=None, **fields
     )
     if requeued:
-        transaction.on_commit(lambda: (cancellation.cancel_clear(run_id), eventbus.forget(run_id)))
+        transaction.on_commit(lambda: cancellation.cancel_clear(run_id))
 
 
 def _store_events(sink: EventSink) -> None:

@@ -168,14 +168,44 @@ class Hub:
                 elif channel in self._confirmed:
                     self._confirmed[channel].set()
 
-    async def buffered(self, run_id, after: int) -> tuple[list[bytes], int] | None:
-        """The buffered events above `after` and how many the buffer holds; None when there is no buffer."""
+    async def buffered(self, run_id, after: int) -> Buffered | None:
+        """The buffered events above `after`, how many the buffer holds and its lowest index; None when there is
+        no buffer."""
         key = eventbus.buffer_key(run_id)
         pipeline = self.redis.pipeline(transaction=False)
         pipeline.zrangebyscore(key, f"({after}", "+inf")
         pipeline.zcard(key)
-        events, total = await pipeline.execute()
-        return (events, total) if total else None
+        pipeline.zrange(key, 0, 0, withscores=True)
+        events, total, lowest = await pipeline.execute()
+        return Buffered(events, total, int(lowest[0][1])) if total and lowest else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Buffered:
+    """What a run's buffer holds above an index. The buffer holds every event of the run from `first` on (it
+    expires whole, a quiet hour after its last event), so the events between the index asked for and `first`
+    are found, if at all, among the stored ones (`with_stored`)."""
+
+    events: list[bytes]
+    total: int
+    first: int
+
+
+async def with_stored(run_id, after: int, buffered: Buffered | None) -> list[bytes | str]:
+    """The run's events above `after` as the buffer has them, preceded by the stored events the buffer no longer
+    holds (an earlier leg's, when its buffer expired before the next leg began); all stored ones without a
+    buffer."""
+    if buffered is not None and buffered.first <= after + 1:
+        return buffered.events
+    events = buffered.events if buffered else []
+    try:
+        stored = await in_database(
+            run_stored_events, run_id=run_id, after=after, before=None if buffered is None else buffered.first
+        )
+    except DatabaseError as error:
+        log.warning("run=%s stored events not read: %s", run_id, error)
+        return events
+    return [eventbus.encode(event) for event in stored] + events
 
 
 _hubs: dict[asyncio.AbstractEventLoop, Hub] = {}
@@ -216,11 +246,19 @@ async def in_database(function: Callable, **kwargs):
 
 @dataclasses.dataclass
 class Tail:
-    """What a stream has sent: the last index, and whether the run's stream-ending event was among it."""
+    """What a stream has sent: the last index, and whether the run's stream-ending event was among it.
+
+    A run's history may hold several ending events: a pause that was continued, an error or a cancel that was
+    requeued. Only one numbered from `floor` on ends the stream: `floor` is where the run's current leg numbers
+    from (its `next_event_index` when the stream began), so an ending event below it ended an earlier leg and
+    the stream goes on past it. `ceiling`, when given, is the index no event sent reaches: a replay sends the
+    run's history as it stood when the request read the run, not a leg that began after."""
 
     run_id: str
     kind: str
     last: int = -1
+    floor: int = 0
+    ceiling: int | None = None
     ended: bool = False
 
     def __post_init__(self) -> None:
@@ -230,10 +268,11 @@ class Tail:
         """The SSE frame of an event not sent yet; None for one already sent (or after the end)."""
         data = raw.decode() if isinstance(raw, bytes) else raw
         event = json.loads(data)
-        if self.ended or event["event_index"] <= self.last:
+        index = event["event_index"]
+        if self.ended or index <= self.last or (self.ceiling is not None and index >= self.ceiling):
             return None
-        self.last = event["event_index"]
-        self.ended = event["event"] in self._ending
+        self.last = index
+        self.ended = event["event"] in self._ending and index >= self.floor
         return frame(event["event"], data)
 
     def take_all(self, raws) -> list[str]:
@@ -307,7 +346,7 @@ async def _buffered_frames(tail: Tail) -> list[str]:
         buffered = await hub().buffered(tail.run_id, tail.last)
     except (redis.RedisError, OSError):
         return []
-    return tail.take_all(buffered[0]) if buffered else []
+    return tail.take_all(buffered.events) if buffered else []
 
 
 async def run_tail(

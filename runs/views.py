@@ -159,7 +159,7 @@ class ResumeRunView(APIView):
         if not data.get("session_id"):
             raise SessionRequired()
         run = run_find(kind=self.kind, component_id=component_id, run_id=run_id, session_id=data["session_id"])
-        target = Target(str(run.run_id), run.component_type, run.status, run.stream) if run else None
+        target = Target.of(run) if run else None
         after = -1 if data["last_event_index"] is None else data["last_event_index"]
         return sse_response(resume_frames(run_id, target, after=after))
 

@@ -165,7 +165,6 @@ def test_a_run_cancelled_while_running_and_then_requeued_really_executes_again(a
     requeued = Run.objects.get(pk=run_id)
     assert (requeued.status, requeued.cancel_requested_at) == ("PENDING", None)
     assert not cancellation.cancel_requested(run_id)
-    assert not redis_db.exists(eventbus.buffer_key(run_id))  # its streams start afresh
     assert worker_execute(ticket_id=run_id) is True
 
     run = Run.objects.get(pk=run_id)
@@ -173,6 +172,9 @@ def test_a_run_cancelled_while_running_and_then_requeued_really_executes_again(a
     indices = list(RunEvent.objects.filter(run_id=run_id).values_list("event", "event_index"))
     assert [name for name, _ in indices] == ["RunStarted", "RunCancelled", "RunStarted", "RunCompleted"]
     assert [index for _, index in indices] == sorted({index for _, index in indices})
+    assert eventbus.sender.flush()
+    live = [json.loads(raw)["event"] for raw in redis_db.zrange(eventbus.buffer_key(run_id), 0, -1)]
+    assert (live.count("RunStarted"), live[-1]) == (2, "RunCompleted")  # one history, both legs
 
 
 def test_a_paused_run_without_a_ticket_is_cancelled_at_once_with_stage_paused(api, redis_db):
