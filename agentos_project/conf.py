@@ -89,7 +89,8 @@ class AgentsSettings:
 @dataclasses.dataclass(frozen=True)
 class Streams:
     keepalive_seconds: float = 15.0
-    buffer_seconds: float = 3600.0
+    buffer_seconds: float = 3600.0  # how long Redis keeps a streamed run's events after its last one
+    backlog_bytes: int = 1 << 20  # what an open stream holds for a client that does not read, before closing it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,6 +255,7 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Age
         streams=Streams(
             keepalive_seconds=env.number("AGENTOS_STREAM_KEEPALIVE_SECONDS", 15.0, minimum=0, strict=True),
             buffer_seconds=env.number("AGENTOS_STREAM_BUFFER_SECONDS", 3600.0, minimum=1),
+            backlog_bytes=env.integer("AGENTOS_STREAM_BACKLOG_BYTES", 1 << 20, minimum=1024),
         ),
     )
 

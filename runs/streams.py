@@ -55,6 +55,65 @@ def meta_frame(name: str, fields: dict) -> str:
     return frame(name, json.dumps({"event": name, **fields}))
 
 
+class _FellBehind(bytes):
+    """The type of `FELL_BEHIND`, told apart by identity from any message."""
+
+
+FELL_BEHIND = _FellBehind()  # the last item of a backlog that overflowed
+
+
+class Backlog(asyncio.Queue):
+    """What reached a stream and was not sent yet, bounded in bytes (AGENTOS_STREAM_BACKLOG_BYTES).
+
+    A client that stops reading holds its stream's generator at a write (once the socket's buffers are full);
+    what its run publishes meanwhile waits here. When more than the bound would wait, the backlog drops it all,
+    holds only `FELL_BEHIND` and takes nothing more: the stream then ends with an `error` frame that tells the
+    client to resume from the last index it has. So an idle client costs at most the bound, not its run's every
+    event for as long as its connection lives. A stream that reads drains its backlog whenever the event loop
+    turns, and the hub delivers no more than its connection's read buffer in one turn; one message larger than
+    the bound is taken when nothing waits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.limit = current().streams.backlog_bytes
+        self.size = 0
+        self.overflowed = False
+
+    def _put(self, item) -> None:
+        self.size += len(item)
+        super()._put(item)
+
+    def _get(self):
+        item = super()._get()
+        self.size -= len(item)
+        return item
+
+    def offer(self, item: bytes) -> None:
+        """Queue `item`, unless the backlog overflows now (see the class) or already did."""
+        if self.overflowed:
+            return
+        if self.size and self.size + len(item) > self.limit:
+            self.overflowed = True
+            while not self.empty():
+                self.get_nowait()
+            self.put_nowait(FELL_BEHIND)
+            return
+        self.put_nowait(item)
+
+
+def fell_behind_frame(tail: Tail) -> str:
+    """The last frame of a stream whose client fell behind: what happened and where to resume from."""
+    return meta_frame(
+        "error",
+        {
+            "run_id": tail.run_id,
+            "error": "Stream closed: the client fell behind the run's events. Resume it (POST /runs/<run_id>/resume "
+            "under the component's path) with last_event_index set to the last event_index received.",
+            "last_event_index": tail.last,
+        },
+    )
+
+
 class Hub:
     """The process's pub/sub connection, shared by its streams, with its inbox; plus a client for buffer reads."""
 
@@ -65,9 +124,9 @@ class Hub:
         self.redis = redis.asyncio.Redis(connection_pool=pool)
         self.inbox = eventbus.inbox(uuid.uuid4().hex)
         self._pubsub = None
-        self._queues: dict[str, set[asyncio.Queue]] = {}
+        self._queues: dict[str, set[Backlog]] = {}
         self._confirmed: dict[str, asyncio.Event] = {}
-        self._direct: dict[str, asyncio.Queue] = {}  # run id → the queue of the stream that reads it from the inbox
+        self._direct: dict[str, Backlog] = {}  # run id → the queue of the stream that reads it from the inbox
         self._unclaimed: dict[str, tuple[float, list[bytes]]] = {}  # run id → (first arrival, its inbox messages)
         self._reader: asyncio.Task | None = None
         self._starting = asyncio.Lock()
@@ -89,7 +148,7 @@ class Hub:
     async def listening(self, channel: str):
         """A queue of the raw events published on `channel` from the moment the block starts."""
         await self._start()
-        queue: asyncio.Queue = asyncio.Queue()
+        queue = Backlog()
         listeners = self._queues.setdefault(channel, set())
         listeners.add(queue)
         try:
@@ -109,9 +168,9 @@ class Hub:
     @contextlib.contextmanager
     def from_inbox(self, run_id: str):
         """A queue of the raw events of `run_id` that reach the inbox, those that came before included."""
-        queue: asyncio.Queue = asyncio.Queue()
+        queue = Backlog()
         for message in self._unclaimed.pop(run_id, (0.0, []))[1]:
-            queue.put_nowait(message)
+            queue.offer(message)
         self._direct[run_id] = queue
         try:
             yield queue
@@ -123,7 +182,7 @@ class Hub:
         run_id, _, frames = message.partition(b"\n")
         run_id = run_id.decode()
         if (queue := self._direct.get(run_id)) is not None:
-            queue.put_nowait(frames)
+            queue.offer(frames)
             return
         now = time.monotonic()
         while self._unclaimed:  # the oldest first: drop what no stream came for
@@ -151,7 +210,7 @@ class Hub:
             if gap:
                 log.info("stream hub has Redis again")
                 for queue in (*(q for listeners in self._queues.values() for q in listeners), *self._direct.values()):
-                    queue.put_nowait(RESYNC)
+                    queue.offer(RESYNC)
             delay, gap = 0.1, False
             if message is None:
                 continue
@@ -161,7 +220,7 @@ class Hub:
                     self._deliver(message["data"])
                     continue
                 for queue in self._queues.get(channel, ()):
-                    queue.put_nowait(message["data"])
+                    queue.offer(message["data"])
             elif message["type"] == "subscribe":
                 if channel == self.inbox:
                     _Inbox.ready = self.inbox
@@ -283,12 +342,13 @@ class Tail:
         return not self.ended and json.loads(raw)["event_index"] > self.last + 1
 
 
-async def follow(tail: Tail, queue: asyncio.Queue) -> AsyncIterator[str]:
+async def follow(tail: Tail, queue: Backlog) -> AsyncIterator[str]:
     """Live frames until the run's stream ends; a keepalive whenever nothing was sent for the keepalive time.
 
     What has come by the time the stream is served goes out as one chunk (one write to the socket, not one per
     event: on a loopback connection each write costs the web process and the client a full trip through TCP).
-    The chunk that ends the run's stream is an `Ending`, which the response sends as the end of its body."""
+    The chunk that ends the run's stream is an `Ending`, which the response sends as the end of its body; so is
+    the `error` frame of a client that fell behind (`Backlog`)."""
     keepalive = current().streams.keepalive_seconds
     loop = asyncio.get_running_loop()
     last_sent = loop.time()
@@ -301,8 +361,11 @@ async def follow(tail: Tail, queue: asyncio.Queue) -> AsyncIterator[str]:
                     raw = await queue.get()
             except TimeoutError:
                 raw = None
+        if raw is FELL_BEHIND:
+            yield Ending(fell_behind_frame(tail))
+            return
         frames = await _frames(tail, raw)
-        while not tail.ended and not queue.empty():
+        while not tail.ended and not queue.empty() and not queue.overflowed:
             frames += await _frames(tail, queue.get_nowait())
         if not frames and loop.time() - last_sent >= keepalive:
             frames = [KEEPALIVE]

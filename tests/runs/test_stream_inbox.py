@@ -13,9 +13,10 @@ import redis
 
 from agentos_project.conf import current
 from agentos_project.handlers import SyncChainHandler
+from agentos_project.streaming import Ending
 from runs import eventbus, responses, streams
 
-from ..conftest import AsgiServer
+from ..conftest import AsgiServer, with_conf
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -73,7 +74,7 @@ def test_a_stream_that_receives_an_event_past_the_next_one_rereads_the_buffer_fi
     async def scenario():
         await started_hub()
         tail = streams.Tail(run_id, "agent")
-        queue: asyncio.Queue = asyncio.Queue()
+        queue = streams.Backlog()
         queue.put_nowait(event(run_id, 0).encode())
         queue.put_nowait(event(run_id, 3).encode())  # 1 and 2 were lost on the way
         queue.put_nowait(f"{event(run_id, 4)}\n{event(run_id, 5, 'RunCompleted')}".encode())
@@ -91,7 +92,7 @@ def test_what_came_while_the_stream_waited_goes_out_as_one_chunk_and_later_event
 
     async def scenario():
         tail = streams.Tail(run_id, "agent")
-        queue: asyncio.Queue = asyncio.Queue()
+        queue = streams.Backlog()
         for raw in (f"{event(run_id, 0)}\n{event(run_id, 1)}", event(run_id, 2), event(run_id, 3)):
             queue.put_nowait(raw.encode())
         stream = streams.follow(tail, queue)
@@ -151,3 +152,36 @@ def test_an_inline_run_whose_stream_has_ended_is_not_cancelled_by_a_disconnect(m
     asyncio.run(scenario(ends=False))
 
     assert cancelled == ["run-2"], "only the run whose stream had not ended"
+
+
+@with_conf("streams", backlog_bytes=100)
+def test_a_backlog_past_its_bound_drops_what_waits_and_ends_the_stream_with_an_error_frame():
+    async def scenario():
+        backlog = streams.Backlog()
+        backlog.offer(b"x" * 150)  # larger than the bound, but nothing waits: taken
+        alone = (backlog.size, backlog.overflowed)
+        backlog.get_nowait()
+        for _ in range(2):
+            backlog.offer(b"y" * 40)
+        within = (backlog.size, backlog.overflowed)
+        backlog.offer(b"z" * 40)  # 120 would wait
+        backlog.offer(b"w" * 10)  # nothing more is taken
+        tail = streams.Tail("r", "agent", last=6)
+        frames = [frame async for frame in streams.follow(tail, backlog)]
+        return alone, within, frames, backlog.size
+
+    alone, within, frames, left = asyncio.run(scenario())
+
+    assert alone == (150, False)
+    assert within == (80, False)
+    assert left == 0
+    assert len(frames) == 1 and isinstance(frames[0], Ending)
+    assert frames[0] == streams.meta_frame(
+        "error",
+        {
+            "run_id": "r",
+            "error": "Stream closed: the client fell behind the run's events. Resume it (POST /runs/<run_id>/resume "
+            "under the component's path) with last_event_index set to the last event_index received.",
+            "last_event_index": 6,
+        },
+    )
