@@ -238,6 +238,14 @@ class EmbeddedPostgres:
                 cursor.execute(f'CREATE DATABASE "{self.database}"')
 
 
+# Redis holds the broker's messages and, beside them, what may go: each run's live events for an hour after its last
+# one (a few KB for a short answer, ~30 KB for 100 streamed tokens; docs/operations.md sizes it). Past the bound it
+# evicts the least recently used key *with an expiry*: event buffers and message markers, never a broker message
+# (no expiry), so a full Redis costs the live view of old runs, not an accepted run.
+MAXMEMORY = "512mb"
+MAXMEMORY_POLICY = "volatile-lru"
+
+
 class EmbeddedRedis:
     def __init__(self, root: Path, url: str = EMBEDDED_REDIS_URL):
         parts = urlsplit(url)
@@ -265,7 +273,10 @@ class EmbeddedRedis:
         self.password = secret(self.root / "redis.password")
         if self._client().ping_quietly():
             return self.url  # left running by an earlier start of this folder
-        config = f'requirepass {self.password}\nbind 127.0.0.1\nport {self.port}\nsave ""\nappendonly no\n'
+        config = (
+            f'requirepass {self.password}\nbind 127.0.0.1\nport {self.port}\nsave ""\nappendonly no\n'
+            f"maxmemory {MAXMEMORY}\nmaxmemory-policy {MAXMEMORY_POLICY}\n"
+        )
         config_path = self.dir / "redis.conf"
         config_path.unlink(missing_ok=True)
         with os.fdopen(os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:

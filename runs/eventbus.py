@@ -1,11 +1,12 @@
 """The live event stream's publishing half (CONTRACT 10): a run's events go to Redis as the run emits them.
 
 Each run has a buffer, a sorted set of its events scored by `event_index` that Redis keeps for
-AGENTOS_STREAM_BUFFER_SECONDS after the run's last event, and a channel. Every event is added to the buffer
-before it is published, so a reader that subscribes first and reads the buffer second misses nothing
-(`runs.streams`). Events are sent by a thread of the process that batches whatever has queued into one
-pipeline, so a chunk costs the run loop a queue put; they leave in the order they were emitted, the events of
-one run that queued up together as one message (`frames_of` splits it).
+AGENTOS_STREAM_BUFFER_SECONDS after the run's last event (at most `UNSTREAMED_SECONDS` for a run submitted without a
+stream: no client attached to it, and only a live watcher or a resume soon after its end reads them), and a channel.
+Every event is added to the buffer before it is published, so a reader that subscribes first and reads the buffer
+second misses nothing (`runs.streams`). Events are sent by a thread of the process that batches whatever has queued
+into one pipeline, so a chunk costs the run loop a queue put; they leave in the order they were emitted, the events
+of one run that queued up together as one message (`frames_of` splits it).
 
 Redis being down costs the live view only: the run row and its stored events are the truth. After a failed
 send, events are dropped for PAUSE seconds instead of each waiting out a timeout.
@@ -27,6 +28,7 @@ from agentos_project.offthread import OffThread
 
 log = logging.getLogger("agentos.streams")
 BATCH = 1000
+UNSTREAMED_SECONDS = 300  # longer than a lease grace: a reclaimed leg still numbers on after the lost one's events
 
 
 def buffer_key(run_id) -> str:
@@ -35,6 +37,12 @@ def buffer_key(run_id) -> str:
 
 def channel(run_id) -> str:
     return scoped(f"run:{run_id}")
+
+
+def keep_seconds(*, stream: bool) -> int:
+    """How long Redis keeps the buffer of a run submitted with (or without) a stream after its last event."""
+    seconds = current().streams.buffer_seconds
+    return int(seconds if stream else min(seconds, UNSTREAMED_SECONDS))
 
 
 def encode(event: dict) -> str:
@@ -54,17 +62,17 @@ class Sender(OffThread):
     pause = 0.002
     PAUSE = 5.0
 
-    def send(self, run_id, events: Iterable[dict], inbox: str | None = None) -> None:
-        """Queue `events` of `run_id` for the buffer and the channel (and `inbox`, the run's `stream_inbox`);
-        returns at once."""
+    def send(self, run_id, events: Iterable[dict], inbox: str | None = None, keep: int | None = None) -> None:
+        """Queue `events` of `run_id` for the buffer and the channel (and `inbox`, the run's `stream_inbox`), the
+        buffer kept `keep` seconds after them (`keep_seconds` of a streamed run by default); returns at once."""
         frames = [(event["event_index"], encode(event)) for event in events]
         if frames:
-            self.put((str(run_id), inbox, frames))
+            self.put((str(run_id), inbox, frames, keep))
 
-    def send_on_commit(self, run_id, events: list[dict], inbox: str | None = None) -> None:
+    def send_on_commit(self, run_id, events: list[dict], inbox: str | None = None, keep: int | None = None) -> None:
         """Send `events` once the current transaction commits: no client sees an event a rollback undid."""
         events = list(events)
-        transaction.on_commit(lambda: self.send(run_id, events, inbox))
+        transaction.on_commit(lambda: self.send(run_id, events, inbox, keep))
 
     def handle(self, items: list) -> None:
         """One pipeline for everything queued: per run, one ZADD of its frames, one EXPIRE and one PUBLISH of its
@@ -72,16 +80,16 @@ class Sender(OffThread):
         a run with an inbox, the same frames published there too, after a line with the run's id."""
         if time.monotonic() < self._paused_until:
             return
-        by_run: dict[str, tuple[str | None, list[tuple[int, str]]]] = {}
-        for run_id, inbox, frames in items:
-            by_run.setdefault(run_id, (inbox, []))[1].extend(frames)
-        ttl = int(current().streams.buffer_seconds)
+        by_run: dict[str, tuple[str | None, list[tuple[int, str]], int | None]] = {}
+        for run_id, inbox, frames, keep in items:
+            by_run.setdefault(run_id, (inbox, [], keep))[1].extend(frames)
+        streamed = keep_seconds(stream=True)
         pipeline = coordination().pipeline(transaction=False)
-        for run_id, (inbox, frames) in by_run.items():
+        for run_id, (inbox, frames, keep) in by_run.items():
             key = buffer_key(run_id)
             joined = "\n".join(frame for _, frame in frames)
             pipeline.zadd(key, {frame: index for index, frame in frames})
-            pipeline.expire(key, ttl)
+            pipeline.expire(key, keep or streamed)
             pipeline.publish(channel(run_id), joined)
             if inbox:
                 pipeline.publish(inbox, f"{run_id}\n{joined}")

@@ -35,6 +35,7 @@ class EventSink:
         self.stored: list[dict] = []
         self.held: list[dict] = []
         self._ending = stream_ending(run.component_type)
+        self._keep = eventbus.keep_seconds(stream=run.stream)
 
     def emit(self, name: str, fields: dict) -> dict:
         event = {
@@ -51,16 +52,16 @@ class EventSink:
         if name in self._ending:
             self.held.append(event)
         else:
-            eventbus.sender.send(self.run.run_id, [event], self.run.stream_inbox)
+            eventbus.sender.send(self.run.run_id, [event], self.run.stream_inbox, self._keep)
         return event
 
     def publish_held_on_commit(self) -> None:
         """Publish the held events once the transaction storing them commits (again if a retry re-stores them)."""
-        eventbus.sender.send_on_commit(self.run.run_id, self.held, self.run.stream_inbox)
+        eventbus.sender.send_on_commit(self.run.run_id, self.held, self.run.stream_inbox, self._keep)
 
     def publish_held(self) -> None:
         """Publish the held events now (their transaction has committed)."""
-        eventbus.sender.send(self.run.run_id, self.held, self.run.stream_inbox)
+        eventbus.sender.send(self.run.run_id, self.held, self.run.stream_inbox, self._keep)
 
 
 def mark_tools_applied(*, run_id, attempt: int) -> None:

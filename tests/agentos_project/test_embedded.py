@@ -64,3 +64,24 @@ def test_the_embedded_redis_wants_its_password(tmp_path):
         server.stop()
     with pytest.raises(redis.ConnectionError):
         redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
+
+
+def test_the_embedded_redis_is_bounded_and_evicts_event_buffers_never_broker_messages(tmp_path):
+    server = EmbeddedRedis(tmp_path, f"redis://127.0.0.1:{free_port()}/0")
+    client = redis.Redis.from_url(server.start())
+    try:
+        configured = (client.config_get("maxmemory")["maxmemory"], client.config_get("maxmemory-policy"))
+        client.config_set("maxmemory", "4mb")  # the same policy, a bound the test can reach
+        messages = [f"message {n} " + "m" * 200 for n in range(2000)]
+        client.rpush("celery", *messages)  # a broker queue: a list without an expiry
+        for n in range(400):  # ~8 MB of event buffers, each with its hour
+            client.zadd(f"run:{n}:events", {f"event {i} " + "e" * 200: i for i in range(40)})
+            client.expire(f"run:{n}:events", 3600)
+        buffers = sum(1 for _ in client.scan_iter("run:*:events"))
+        queued = client.lrange("celery", 0, -1)
+    finally:
+        server.stop()
+
+    assert configured == (str(512 * 1024 * 1024), {"maxmemory-policy": "volatile-lru"})
+    assert [message.decode() for message in queued] == messages
+    assert 0 < buffers < 400

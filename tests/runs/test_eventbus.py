@@ -109,3 +109,14 @@ def test_a_run_with_an_inbox_has_its_events_published_there_too_after_its_id(red
     assert on_inbox == [f"{run.run_id}\n{message}" for message in on_run]
     names = [json.loads(frame)["event"] for message in on_run for frame in eventbus.frames_of(message)]
     assert names == ["RunStarted", "RunContent", "RunCompleted"]
+
+
+def test_redis_keeps_a_streamed_runs_events_for_the_buffer_time_and_an_unstreamed_ones_for_minutes(redis_db):
+    streamed, unstreamed = (Run.objects.get(pk=accept_run(session_id=f"keep-{n}")) for n in (1, 2))
+    streamed.stream = True
+    for run in (streamed, unstreamed):
+        EventSink(run, attempt=1, first_index=0).emit("RunStarted", {})
+    assert eventbus.sender.flush()
+
+    assert 3590 < redis_db.ttl(eventbus.buffer_key(streamed.run_id)) <= 3600
+    assert 290 < redis_db.ttl(eventbus.buffer_key(unstreamed.run_id)) <= eventbus.UNSTREAMED_SECONDS == 300
