@@ -24,6 +24,7 @@ EVENT_COUNTERS = {
     "sweep": ("swept",),
     "park": ("swept",),
     "cancel": (),
+    "cancel_ask": (),
     "continue": ("continued",),
     "requeue": ("requeued",),
     "finish": (),

@@ -46,6 +46,12 @@ class Outcome:
     result: object = None
     retry_delay: float | None = None  # a flat delay instead of the backoff (shutdown interruptions)
 
+    @property
+    def yields_to_cancel(self) -> bool:
+        """Whether a cancel asked while the attempt ran wins over this outcome (CONTRACT 9): a pause, or a failure
+        that was not the job's input's fault. The attempt then ends cancelled (`Executor.cancelled`)."""
+        return self.status == "paused" or (self.status == "failed" and self.retryable)
+
 
 @dataclasses.dataclass(frozen=True)
 class Settlement:
@@ -93,6 +99,10 @@ class Executor(Protocol):
     def cancel(self, ticket_id: str) -> str:
         """Cancel the job wherever it is: `cancelled` (done at once), `requested` (its running attempt stops at its
         next checkpoint) or `finished` (it had ended)."""
+
+    def cancelled(self, outcome: Outcome) -> Outcome:
+        """The outcome of an attempt whose `outcome` yields to a cancel asked while it ran (`Outcome.yields_to_cancel`):
+        status `cancelled`, with whatever of the attempt's work the job keeps."""
 
     def parks_lost_attempt(self, ticket_id: str) -> bool:
         """Whether a lost attempt without budget left should park the ticket back to paused rather than fail it:

@@ -46,6 +46,8 @@ class Ticket(models.Model):
     available_at = models.DateTimeField(db_default=Now())
     locked_by = models.CharField(max_length=255, null=True, blank=True)
     locked_at = models.DateTimeField(null=True, blank=True)
+    # A cancel asked of the attempt running it: that attempt's pause or retryable failure ends it cancelled instead.
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(null=True, blank=True)
     payload = models.JSONField(default=dict)
     created_at = models.DateTimeField(db_default=Now())

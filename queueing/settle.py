@@ -22,11 +22,11 @@ from agentos_project.conf import current
 from agentos_project.exceptions import first_line
 
 from . import shutdown
-from .executor import Claim, Outcome
+from .executor import Claim, Outcome, get_executor
 from .models import TicketStatus
 from .retry import backoff_delay
 from .selectors import ticket_running_for
-from .tickets import ticket_finish, ticket_retry
+from .tickets import ticket_cancel_asked, ticket_finish, ticket_retry
 
 log = logging.getLogger("agentos.queue")
 REFUSING_SQLSTATE_CLASSES = ("22", "54")  # data exception, program limit exceeded
@@ -85,24 +85,29 @@ def _refused_text(error: Exception) -> str:
 
 
 def _settle_once(claim: Claim, outcome: Outcome, *, hand_off: bool) -> tuple[bool, Claim | None]:
-    """One try: retry with backoff when the attempt failed retryably with budget left, else finish.
+    """One try: retry with backoff when the attempt failed retryably with budget left, else finish; an outcome that
+    yields to a cancel asked meanwhile (a pause, a retryable failure) ends the ticket cancelled instead.
 
     Returns (whether the guarded change matched, the handed-off successor). A fenced attempt (a newer attempt or
     a sweep owns the ticket) writes nothing and is logged.
     """
-    next_claim = None
+    settled, next_claim = _settle_as(claim, outcome, hand_off=hand_off)
+    if not settled and outcome.yields_to_cancel and ticket_cancel_asked(claim=claim):
+        log.info("ticket=%s attempt=%s cancelled while it ran: ends cancelled, not %s", *_ids(claim), outcome.status)
+        settled, next_claim = _settle_as(claim, get_executor().cancelled(outcome), hand_off=hand_off)
+    if not settled:
+        log.warning("ticket=%s attempt=%s fenced: a newer attempt owns it; result dropped", *_ids(claim))
+    return settled, next_claim
+
+
+def _settle_as(claim: Claim, outcome: Outcome, *, hand_off: bool) -> tuple[bool, Claim | None]:
     if outcome.status == TicketStatus.FAILED and outcome.retryable and claim.attempt < claim.max_attempts:
         delay = outcome.retry_delay
         if delay is None:
             delay = backoff_delay(attempt=claim.attempt, base_seconds=current().queue.retry_delay_seconds)
-        settled = ticket_retry(claim=claim, outcome=outcome, delay_seconds=delay)
-    else:
-        finished = ticket_finish(claim=claim, outcome=outcome, hand_off=hand_off)
-        settled = finished is not None
-        next_claim = finished.next_claim if finished else None
-    if not settled:
-        log.warning("ticket=%s attempt=%s fenced: a newer attempt owns it; result dropped", *_ids(claim))
-    return settled, next_claim
+        return ticket_retry(claim=claim, outcome=outcome, delay_seconds=delay), None
+    finished = ticket_finish(claim=claim, outcome=outcome, hand_off=hand_off)
+    return finished is not None, finished.next_claim if finished else None
 
 
 class _Backoff:

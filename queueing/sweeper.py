@@ -21,7 +21,7 @@ from agentos_project.conf import QueueSettings
 from . import router
 from .executor import get_executor
 from .models import Ticket, TicketStatus
-from .tickets import ticket_fail_stale, ticket_note_dispatch, ticket_park_stale, ticket_prune
+from .tickets import ticket_cancel_stale, ticket_fail_stale, ticket_note_dispatch, ticket_park_stale, ticket_prune
 
 log = logging.getLogger("agentos.sweeper")
 BATCH = 500
@@ -31,6 +31,7 @@ BATCH = 500
 class SweepReport:
     failed: int = 0
     parked: int = 0
+    cancelled: int = 0
     redispatched: int = 0
     lost_messages: int = 0
     pruned: int = 0
@@ -60,9 +61,10 @@ def lost_messages(conf: QueueSettings) -> list:
 
 
 def sweep_once(conf: QueueSettings) -> SweepReport:
-    """One pass: fail stale leases without budget (or park them back to paused, when the executor says the job
-    is still paused at heart), dispatch stale ones with budget (a worker reclaims them),
-    publish again claimable tickets whose message was lost, and prune terminal tickets past retention.
+    """One pass: cancel stale leases whose cancel was asked, fail stale leases without budget (or park them back to
+    paused, when the executor says the job is still paused at heart), dispatch stale ones with budget (a worker
+    reclaims them), publish again claimable tickets whose message was lost, and prune terminal tickets past
+    retention.
 
     Each ticket's step runs on its own: one that raises (its transaction rolls back) is logged and counted in
     `errors`, and the pass goes on with the others.
@@ -70,6 +72,11 @@ def sweep_once(conf: QueueSettings) -> SweepReport:
     report = SweepReport()
     stale = _stale(conf)
     grace = conf.lock_grace_seconds
+    for ticket_id in stale.filter(cancel_requested_at__isnull=False).values_list("pk", flat=True)[:BATCH]:
+        cancel = lambda t=ticket_id: ticket_cancel_stale(ticket_id=t, grace_seconds=grace)  # noqa: E731
+        if _step(report, "cancel", ticket_id, cancel):
+            report.cancelled += 1
+    stale = stale.filter(cancel_requested_at__isnull=True)
     for ticket_id in stale.filter(attempt__gte=F("max_attempts")).values_list("pk", flat=True)[:BATCH]:
         if _step(report, "park", ticket_id, lambda t=str(ticket_id): _park(t, grace)):
             report.parked += 1

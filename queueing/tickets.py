@@ -13,12 +13,19 @@ The transition table, which `tests/queueing/test_transitions.py` walks:
     queued    claim (available, head or unordered)   running, attempt+1, locked_by, locked_at=now()
     running   claim of a stale lease, budget left    running, attempt+1, new owner         (reclaim)
     running   heartbeat by owner                     running, locked_at=now()
+    running   cancel                                 running, cancel_requested_at=now()    (its attempt stops)
     running   finish by owner                        completed | failed | cancelled | paused
     running   error by owner, budget left            queued, available_at = now + backoff  (retry)
     running   stale, budget spent                    failed                                (sweep)
     running   stale, budget spent, job still paused  paused                                (park)
+    running   stale, cancel asked                    cancelled                             (sweep)
     queued    cancel                                 cancelled
     paused    cancel                                 cancelled
+
+Once a cancel was asked of a running ticket, its attempt can no longer pause it, send it back to the queue for a
+retry, or be parked: each of those guards wants no cancel asked, and the attempt ends it cancelled instead
+(`ticket_cancel_asked`, `queueing.settle`). So a cancel asked while an attempt runs ends the ticket cancelled,
+whatever that attempt was about to do, and leaves nothing behind for a later one.
     paused    continue                               queued, one more attempt, same session_seq
     failed    requeue                                queued, one more attempt, new session_seq
     cancelled requeue                                queued, one more attempt, new session_seq
@@ -387,10 +394,19 @@ def _while(condition: str, params: Iterable = ()) -> RawSQL:
     return RawSQL(f"(SELECT {condition})", list(params), output_field=BooleanField())
 
 
-def ticket_owned(claim: Claim):
-    """The ticket, only while `claim` still owns it (running, this worker, this attempt): the fence of every write."""
-    owned = _while("status = 'running' AND locked_by = %s AND attempt = %s", [claim.worker_id, claim.attempt])
-    return Ticket.objects.filter(owned, pk=claim.ticket_id)
+def ticket_owned(claim: Claim, *, unless_cancel_asked: bool = False):
+    """The ticket, only while `claim` still owns it (running, this worker, this attempt): the fence of every write.
+    `unless_cancel_asked`: and only while no cancel was asked of it."""
+    condition = "status = 'running' AND locked_by = %s AND attempt = %s"
+    if unless_cancel_asked:
+        condition += " AND cancel_requested_at IS NULL"
+    return Ticket.objects.filter(_while(condition, [claim.worker_id, claim.attempt]), pk=claim.ticket_id)
+
+
+def ticket_cancel_asked(*, claim: Claim) -> bool:
+    """Whether a cancel was asked of the ticket while `claim` still owns it: then a pause or a retry of the attempt
+    matches nothing, and the attempt must end the ticket cancelled."""
+    return ticket_owned(claim).filter(cancel_requested_at__isnull=False).exists()
 
 
 def ticket_heartbeat(*, worker_id: str, claims: Iterable[tuple[str, int]]) -> int:
@@ -424,10 +440,12 @@ _FINISH = Prepared(
     UPDATE {TABLE} SET status = %(status)s, error = %(error)s, locked_by = NULL, is_head = is_head AND NOT %(terminal)s,
            completed_at = CASE WHEN %(terminal)s THEN statement_timestamp() END, updated_at = statement_timestamp()
     WHERE id = %(ticket_id)s  -- by its key, whatever the statistics say (see _claiming): its state is tested apart
-      AND (SELECT status = 'running' AND locked_by = %(worker_id)s AND attempt = %(attempt)s)
+      AND (SELECT status = 'running' AND locked_by = %(worker_id)s AND attempt = %(attempt)s
+                  AND (NOT %(yields)s OR cancel_requested_at IS NULL))  -- a pause gives way to a cancel asked
     RETURNING set_config('agentos.settling', %(fence)s, true)  -- FENCE, for the rest of the transaction
     """,
     {
+        "yields": "boolean",
         "status": "text",
         "error": "text",
         "terminal": "boolean",
@@ -443,10 +461,12 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
     """End the attempt `claim` owns: running → completed | failed | cancelled | paused, in one short transaction.
 
     Fenced: matches only while this worker still owns this attempt; None means a newer attempt or a sweep
-    took the ticket, and nothing (ticket or the executor's rows) was written. The executor's writes go in the
-    same transaction. A terminal head hands its session to the next ticket: published after commit, or,
-    with `hand_off`, claimed for the same worker in the same transaction (its job started there too) and
-    returned, so the caller runs it at once on the same thread: no broker round trip, no extra commit.
+    took the ticket, and nothing (ticket or the executor's rows) was written. An outcome that yields to a cancel
+    (a pause, a retryable failure) matches only while no cancel was asked: None then too (`ticket_cancel_asked`).
+    The executor's writes go in the same transaction. A terminal head hands its session to the next ticket:
+    published after commit, or, with `hand_off`, claimed for the same worker in the same transaction (its job
+    started there too) and returned, so the caller runs it at once on the same thread: no broker round trip, no
+    extra commit.
 
     When the executor gives its writes as statements (`settle_statements`), the whole change is one message that
     PostgreSQL runs as one transaction, committed when this returns: the session lock is held for no round trip.
@@ -455,6 +475,7 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
     terminal = outcome.status != TicketStatus.PAUSED
     params = {
         "session_id": claim.session_id,
+        "yields": outcome.yields_to_cancel,
         "status": outcome.status,
         "error": outcome.error,
         "terminal": terminal,
@@ -545,11 +566,12 @@ def _finish_in_one_message(
 def ticket_retry(*, claim: Claim, outcome: Outcome, delay_seconds: float) -> bool:
     """An attempt failed with budget left: running → queued, available after `delay_seconds`; keeps its place.
 
-    Fenced like `ticket_finish`. The ticket stays its session's head, so the session waits for the retry.
+    Fenced like `ticket_finish`, and only while no cancel was asked of the ticket. The ticket stays its session's
+    head, so the session waits for the retry.
     """
     with transaction.atomic():
         updated = (
-            ticket_owned(claim)
+            ticket_owned(claim, unless_cancel_asked=True)
             .filter(attempt__lt=F("max_attempts"))
             .update(
                 status=TicketStatus.QUEUED,
@@ -604,15 +626,15 @@ def ticket_fail_stale(*, ticket_id: str, grace_seconds: float) -> bool:
 
 
 def _change_stale_spent(ticket_id: str, grace_seconds: float, **changes) -> dict | None:
-    """Under the session's lock, apply `changes` to the ticket if it is running with a lease older than the grace
-    and no budget left; its session_id, attempt and lost worker if it was, else None (a heartbeat or another
-    sweep won)."""
+    """Under the session's lock, apply `changes` to the ticket if it is running with a lease older than the grace,
+    no budget left and no cancel asked; its session_id, attempt and lost worker if it was, else None (a heartbeat,
+    another sweep or a cancel won)."""
     ticket = Ticket.objects.filter(pk=ticket_id).values("session_id", "attempt", worker=F("locked_by")).first()
     if ticket is None:
         return None
     session_lock(ticket["session_id"])
     stale = _while(
-        "status = 'running' AND attempt >= max_attempts"
+        "status = 'running' AND attempt >= max_attempts AND cancel_requested_at IS NULL"
         " AND locked_at < statement_timestamp() - %s * interval '1 second'",
         [grace_seconds],
     )
@@ -636,11 +658,14 @@ def ticket_park_stale(*, ticket_id: str, grace_seconds: float) -> bool:
 
 
 def ticket_cancel(*, ticket_id: str, error: str, paused_error: str | None = None) -> str | None:
-    """Cancel a ticket that is not executing: queued or paused → cancelled. Returns the status it had, or None.
+    """Cancel a ticket: queued or paused → cancelled at once; running → cancel asked (`cancel_requested_at`), for
+    its attempt to end it cancelled. Returns the status it had, or None when it had ended (or is unknown).
 
-    `error` is the ticket's error afterwards (`paused_error`, when given, for a ticket that was paused).
-    A running ticket is not touched here (its worker sees the cancellation intent and finishes it).
-    Releases the session's next ticket when the cancelled one was the head.
+    One statement for the three, so no change of the ticket can slip between them: a running ticket that pauses
+    meanwhile is cancelled as paused, one whose cancel was asked first can no longer pause (`ticket_finish`).
+    `error` is the ticket's error afterwards (`paused_error`, when given, for a ticket that was paused). Releases
+    the session's next ticket when the cancelled one was the head. Asking again of a running ticket keeps the
+    first time asked.
     """
     with transaction.atomic():
         session_id = Ticket.objects.filter(pk=ticket_id).values_list("session_id", flat=True).first()
@@ -650,10 +675,15 @@ def ticket_cancel(*, ticket_id: str, error: str, paused_error: str | None = None
         row = _update_returning(
             f"""
             WITH old AS (SELECT id, status, attempt FROM {TABLE}  -- by its key (see _claiming)
-                         WHERE id = %s AND (SELECT status IN ('queued', 'paused')) FOR UPDATE)
-            UPDATE {TABLE} AS t SET status = 'cancelled',
-                   error = CASE old.status WHEN 'paused' THEN %s ELSE %s END, is_head = false,
-                   completed_at = statement_timestamp(), updated_at = statement_timestamp()
+                         WHERE id = %s AND (SELECT status IN {_LIVE_SQL}) FOR UPDATE)
+            UPDATE {TABLE} AS t SET
+                   status = CASE old.status WHEN 'running' THEN 'running' ELSE 'cancelled' END,
+                   error = CASE old.status WHEN 'running' THEN t.error WHEN 'paused' THEN %s ELSE %s END,
+                   is_head = t.is_head AND old.status = 'running',
+                   cancel_requested_at = CASE old.status WHEN 'running'
+                                         THEN coalesce(t.cancel_requested_at, statement_timestamp()) END,
+                   completed_at = CASE WHEN old.status <> 'running' THEN statement_timestamp() END,
+                   updated_at = CASE old.status WHEN 'running' THEN t.updated_at ELSE statement_timestamp() END
             FROM old WHERE t.id = old.id
             RETURNING old.status, old.attempt, t.error
             """,
@@ -662,10 +692,39 @@ def ticket_cancel(*, ticket_id: str, error: str, paused_error: str | None = None
         if row is None:
             return None
         previous, attempt, error = row
+        if previous == TicketStatus.RUNNING:
+            changed("cancel_ask", run_id=ticket_id, session_id=session_id, status=previous, attempt=attempt)
+            return previous
         changed("cancel", run_id=ticket_id, session_id=session_id, status=TicketStatus.CANCELLED, attempt=attempt)
         get_executor().settle(Settlement(str(ticket_id), TicketStatus.CANCELLED, attempt, error, previous=previous))
         promote_next_head(session_id)
     return previous
+
+
+def ticket_cancel_stale(*, ticket_id: str, grace_seconds: float) -> bool:
+    """Sweep: a running ticket whose cancel was asked and whose lease is stale (its worker was lost before the
+    attempt could end it) → cancelled, whatever budget is left: nothing runs it again to be cancelled.
+
+    Guarded on the stale lease, so a live owner's heartbeat or a concurrent sweeper makes it a no-op. The executor
+    mirrors it (previous status running) in the same transaction; the session's next ticket is released.
+    """
+    with transaction.atomic():
+        ticket = Ticket.objects.filter(pk=ticket_id).values("session_id", "attempt", worker=F("locked_by")).first()
+        if ticket is None:
+            return False
+        session_lock(ticket["session_id"])
+        stale = _while(
+            "status = 'running' AND cancel_requested_at IS NOT NULL"
+            " AND locked_at < statement_timestamp() - %s * interval '1 second'",
+            [grace_seconds],
+        )
+        ended = {"status": TicketStatus.CANCELLED, "is_head": False, "completed_at": Now(), "locked_by": None}
+        if not Ticket.objects.filter(stale, pk=ticket_id).update(updated_at=Now(), **ended):
+            return False
+        changed("sweep", run_id=ticket_id, status=TicketStatus.CANCELLED, **ticket)
+        get_executor().settle(Settlement(str(ticket_id), ended["status"], ticket["attempt"], previous="running"))
+        promote_next_head(ticket["session_id"])
+    return True
 
 
 def ticket_continue(*, ticket_id: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models.functions import Now
 
+from queueing.models import TicketStatus
 from queueing.tickets import ticket_cancel
 
 from . import cancellation
@@ -40,16 +41,37 @@ def run_cancel_found(run: Run) -> str:
     if run.status in FINISHED:
         return "finished"
     if run.queued:
-        cancelled = ticket_cancel(ticket_id=run.run_id, error=CANCELLED_QUEUED, paused_error=CANCELLED_PAUSED)
-    else:
-        cancelled = run_cancel_unqueued(run_id=run.run_id)
-    if cancelled:
-        return "cancelled"
-    marked = Run.objects.filter(pk=run.run_id, status__in=(RunStatus.PENDING, RunStatus.RUNNING)).update(
-        cancel_requested_at=Now()
-    )
-    cancellation.cancel_request(run.run_id)
-    return "requested" if marked else "finished"
+        return _cancel_queued(run.run_id)
+    return _cancel_unqueued(run.run_id)
+
+
+def _cancel_queued(run_id) -> str:
+    """The ticket's one guarded change decides (`ticket_cancel`): cancelled at once, or, for a running ticket, the
+    cancel asked of its attempt, which then ends it cancelled whatever it was about to do. The run's row is marked
+    in the same transaction (the watchers read it when Redis cannot tell them), and the intent announced once
+    that commits."""
+    with transaction.atomic():
+        previous = ticket_cancel(ticket_id=run_id, error=CANCELLED_QUEUED, paused_error=CANCELLED_PAUSED)
+        if previous == TicketStatus.RUNNING:
+            Run.objects.filter(pk=run_id).update(cancel_requested_at=Now())
+            transaction.on_commit(lambda: cancellation.cancel_request(run_id))
+    return {None: "finished", TicketStatus.RUNNING: "requested"}.get(previous, "cancelled")
+
+
+def _cancel_unqueued(run_id) -> str:
+    """A run without a ticket: cancelled at once while it waits for its slot or is paused, else marked while it
+    executes (`cancel_requested_at`), which its leg's record then obeys (`services.run_execute_unqueued`). Tried
+    again when the run moved between the two (it paused meanwhile), until one applies or the run has ended."""
+    for _ in range(3):
+        if run_cancel_unqueued(run_id=run_id):
+            return "cancelled"
+        marked = Run.objects.filter(pk=run_id, queued=False, status=RunStatus.RUNNING).update(cancel_requested_at=Now())
+        if marked:
+            cancellation.cancel_request(run_id)
+            return "requested"
+        if Run.objects.filter(pk=run_id, status__in=FINISHED).exists():
+            return "finished"
+    return "finished"
 
 
 def run_cancel_unqueued(*, run_id) -> bool:

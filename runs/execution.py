@@ -55,6 +55,17 @@ class EventSink:
             eventbus.sender.send(self.run.run_id, [event], self.run.stream_inbox, self._keep)
         return event
 
+    def drop_held(self) -> None:
+        """Forget the held events: the leg ends otherwise than they said (a pause that gave way to a cancel). They
+        were never published, so their indices are given again when they were the last ones."""
+        if not self.held:
+            return
+        held = [event["event_index"] for event in self.held]
+        self.stored = [event for event in self.stored if not any(event is dropped for dropped in self.held)]
+        if held == list(range(held[0], self.next_index)):
+            self.next_index = held[0]
+        self.held = []
+
     def publish_held_on_commit(self) -> None:
         """Publish the held events once the transaction storing them commits (again if a retry re-stores them)."""
         eventbus.sender.send_on_commit(self.run.run_id, self.held, self.run.stream_inbox, self._keep)
@@ -87,6 +98,22 @@ class LegResult:
     result: RunResult | None = None
     error: str | None = None
     permanent: bool = False
+
+    @property
+    def yields_to_cancel(self) -> bool:
+        """A pause, or a failure that was not the input's fault: a cancel asked while the leg ran wins over it."""
+        return (self.result is None and not self.permanent) or (
+            self.result is not None and self.result.status == RunResult.PAUSED
+        )
+
+
+def cancelled_leg(leg: LegResult) -> LegResult:
+    """`leg` as a cancel asked while it ran makes it end: CANCELLED, with the content and messages of a pause (none
+    of a failure), the pause's held event dropped unpublished."""
+    leg.sink.drop_held()
+    if leg.result is None:
+        return LegResult(leg.sink, result=RunResult(RunResult.CANCELLED, "", [], {}))
+    return LegResult(leg.sink, result=dataclasses.replace(leg.result, status=RunResult.CANCELLED, tools=None))
 
 
 def run_leg(

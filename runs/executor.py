@@ -12,12 +12,13 @@ from queueing.shutdown import INTERRUPTED, interrupted, interrupted_outcome
 
 from .cancellation import watcher
 from .cancelling import run_cancel_by_id
-from .execution import LegResult, run_leg
+from .execution import LegResult, cancelled_leg, run_leg
 from .jsonsafe import storable_text
 from .models import Run, RunStatus
 from .selectors import run_for_leg
 from .services import (
     LEG_STATUS,
+    cancelled_content,
     run_end_unexecuted,
     run_park,
     run_record_leg,
@@ -32,6 +33,7 @@ TICKET_STATUS = {
     RunStatus.CANCELLED: TicketStatus.CANCELLED,
 }
 FENCED = "A newer attempt started this run"
+CANCELLED_STAGE = {TicketStatus.QUEUED: "PENDING", TicketStatus.PAUSED: "PAUSED"}  # by the ticket's status before
 
 
 def _window(claim: Claim) -> int | None:
@@ -78,12 +80,23 @@ class RunExecutor:
             return interrupted_outcome()
         if leg.result is None:
             error = storable_text(leg.error)  # it lands in the ticket's error as well
-            return Outcome(TicketStatus.FAILED, error=error, retryable=not leg.permanent, result=leg)
-        return Outcome(TICKET_STATUS[LEG_STATUS[leg.result.status]], result=leg)
+            outcome = Outcome(TicketStatus.FAILED, error=error, retryable=not leg.permanent, result=leg)
+        else:
+            outcome = Outcome(TICKET_STATUS[LEG_STATUS[leg.result.status]], result=leg)
+        # A cancel seen after the leg's last checkpoint; one that comes later still is found when it settles.
+        return self.cancelled(outcome) if cancel.is_set() and outcome.yields_to_cancel else outcome
 
     def cancel(self, ticket_id: str) -> str:
         """An operator's cancel (admin, command line): as a client's, wherever the run is."""
         return run_cancel_by_id(run_id=ticket_id)
+
+    def cancelled(self, outcome: Outcome) -> Outcome:
+        """A leg whose pause or failure gave way to a cancel asked while it ran: CANCELLED, stage EXECUTING, with
+        the content it had (`Run <run_id> was cancelled` when none); its held pause is never published."""
+        leg = outcome.result
+        if isinstance(leg, LegResult):
+            return Outcome(TicketStatus.CANCELLED, result=cancelled_leg(leg))
+        return Outcome(TicketStatus.CANCELLED)  # no leg ran (an interrupted one): settled by `settle`
 
     def parks_lost_attempt(self, ticket_id: str) -> bool:
         """A continuation leg lost before it ran a confirmed tool (or recorded anything) can be continued again;
@@ -118,11 +131,12 @@ class RunExecutor:
                 event_role="error",
             )
         elif settlement.status == TicketStatus.CANCELLED:
+            stage = CANCELLED_STAGE.get(settlement.previous, "EXECUTING")  # a ticket whose attempt was running
             run_end_unexecuted(
                 run_id=settlement.ticket_id,
                 status=RunStatus.CANCELLED,
-                content=settlement.error,
-                stage="PAUSED" if settlement.previous == TicketStatus.PAUSED else "PENDING",
+                content=settlement.error or cancelled_content(settlement.ticket_id),
+                stage=stage,
                 event_role="cancelled",
             )
         elif settlement.status == TicketStatus.PAUSED:

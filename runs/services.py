@@ -22,7 +22,7 @@ from queueing.tickets import NewTicket, Rows, ticket_accept
 
 from . import cancellation
 from .exceptions import BackgroundNeedsStore, SessionNotYours
-from .execution import EventSink, LegResult, first_event_index, run_leg
+from .execution import EventSink, LegResult, cancelled_leg, first_event_index, run_leg
 from .idempotency import idempotent_replay
 from .inprocess import InProcessRunner
 from .jsonsafe import storable
@@ -33,6 +33,7 @@ from .submission import Accepted, Submission
 SESSIONS = AgentSession._meta.db_table
 EVENTS = RunEvent._meta.db_table
 CANCELLED_QUEUED = "cancelled before execution"
+CANCELLED_EXECUTING = "Run {run_id} was cancelled"  # AgentOS' content of a run cancelled before it wrote anything
 CANCELLED_PAUSED = "cancelled while paused awaiting continuation"
 PARKED = "The worker executing the continuation was lost; the run is paused again and can be continued again."
 LEG_STATUS = {
@@ -40,6 +41,10 @@ LEG_STATUS = {
     RunResult.PAUSED: RunStatus.PAUSED,
     RunResult.CANCELLED: RunStatus.CANCELLED,
 }
+
+
+def cancelled_content(run_id) -> str:
+    return CANCELLED_EXECUTING.format(run_id=run_id)
 
 
 def session_claim(*, session_id: str, component_type: str, component_id: str, user_id: str | None) -> None:
@@ -216,7 +221,7 @@ def run_start(*, run_id, attempt: int) -> bool:
 def run_execute_unqueued(*, run_id) -> None:
     """Execute a run that has no ticket (inline, or in-process with the durable queue off): one attempt per leg
     (a continue makes another), recorded like a queued run's. A run cancelled while it waited for its slot is
-    not started."""
+    not started; one cancelled while it ran ends CANCELLED even if it paused or failed meanwhile."""
     started = Run.objects.filter(pk=run_id, queued=False, status=RunStatus.PENDING).update(
         status=RunStatus.RUNNING, attempt=F("attempt") + 1, started_at=Now()
     )
@@ -229,6 +234,10 @@ def run_execute_unqueued(*, run_id) -> None:
                 run, attempt=run.attempt, timeout_seconds=current().queue.timeout_seconds, cancelled=cancel.is_set
             )
         with transaction.atomic():
+            # The row locked first: a cancel asked until now is seen here, one asked later finds the run ended.
+            asked = Run.objects.select_for_update().values_list("cancel_requested_at", flat=True).get(pk=run_id)
+            if (asked or cancel.is_set()) and leg.yields_to_cancel:
+                leg = cancelled_leg(leg)
             run_record_leg(run_id=run_id, attempt=run.attempt, leg=leg, final=True)
     except Exception as error:  # never leave a run without a ticket RUNNING: no sweeper would end it
         with transaction.atomic():
@@ -286,12 +295,14 @@ def run_record_leg_calls(*, run_id, attempt: int, leg: LegResult, final: bool, f
         row.update(status=RunStatus.ERROR if final else RunStatus.PENDING, content=error, final=final)
     else:
         status = LEG_STATUS[result.status]
+        content = storable(result.content)
         if status == RunStatus.CANCELLED:
-            sink.emit(event_name(sink.run.component_type, "cancelled"), {"content": storable(result.content)})
+            content = content or cancelled_content(run_id)  # partial content stays as it is
+            sink.emit(event_name(sink.run.component_type, "cancelled"), {"content": content})
         update = _RECORD_RESULT
         row.update(
             status=status,
-            content=storable(result.content),
+            content=content,
             metrics=_json_or_null(storable(result.metrics)),
             tools=_json_or_null(storable(result.tools)),
             run_messages=json.dumps(storable(result.messages or [])),

@@ -14,7 +14,7 @@ import time
 import uuid
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 
 from queueing.executor import Claim, Outcome, Settlement, get_executor, register_executor
@@ -35,6 +35,7 @@ class FakeExecutor:
     """
 
     started: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    started_at: dict[str, datetime.datetime] = dataclasses.field(default_factory=dict)
     executed: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     settlements: list[Settlement] = dataclasses.field(default_factory=list)
     refuse: set[str] = dataclasses.field(default_factory=set)
@@ -43,6 +44,9 @@ class FakeExecutor:
 
     def start(self, claim: Claim) -> None:
         self.started.append((claim.ticket_id, claim.attempt))
+        with connection.cursor() as cursor:  # in the claim's transaction: when it started, by the database's clock
+            cursor.execute("SELECT statement_timestamp()")
+            self.started_at[claim.ticket_id] = cursor.fetchone()[0]
 
     def execute(self, claim: Claim) -> Outcome:
         self.executed.append((claim.ticket_id, claim.attempt))
@@ -68,9 +72,13 @@ class FakeExecutor:
         return ticket_id in self.parked
 
     def cancel(self, ticket_id: str) -> str:
-        """As the runs app does for a job that is not executing: the ticket's guarded cancel."""
+        """As the runs app does: the ticket's guarded cancel (at once, or asked of its running attempt)."""
         self.cancels.append(ticket_id)
-        return "cancelled" if ticket_cancel(ticket_id=ticket_id, error="cancelled by the fake") else "finished"
+        previous = ticket_cancel(ticket_id=ticket_id, error="cancelled by the fake")
+        return {None: "finished", "running": "requested"}.get(previous, "cancelled")
+
+    def cancelled(self, outcome: Outcome) -> Outcome:
+        return Outcome("cancelled", error=f"cancelled instead of {outcome.status}")
 
     def settled(self, ticket_id: str) -> list[tuple[str, int, str | None]]:
         """(status, attempt, error) of every settlement of `ticket_id`, in order."""

@@ -109,7 +109,7 @@ def test_a_finish_reads_a_few_pages_however_many_tickets_are_live():
     ids = _claimable_tickets(CLAIMABLE)
     Ticket.objects.filter(pk=ids[-1]).update(status="running", locked_by="w1", attempt=1)
     values = {"ticket_id": ids[-1], "worker_id": "w1", "attempt": 1, "status": "completed", "error": None,
-              "terminal": True, "fence": "f"}  # fmt: skip
+              "terminal": True, "fence": "f", "yields": False}  # fmt: skip
 
     assert _pages_read(_FINISH, values) < FEW_PAGES
 
@@ -121,7 +121,7 @@ def test_a_finish_reads_a_few_pages_however_many_tickets_are_running():
     ids = _claimable_tickets(CLAIMABLE)
     Ticket.objects.filter(pk__in=ids).update(status="running", locked_by="w1", attempt=1)
     values = {"ticket_id": ids[-1], "worker_id": "w1", "attempt": 1, "status": "completed", "error": None,
-              "terminal": True, "fence": "f"}  # fmt: skip
+              "terminal": True, "fence": "f", "yields": False}  # fmt: skip
 
     assert _pages_read(_FINISH, values) < FEW_PAGES
 

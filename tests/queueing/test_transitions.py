@@ -13,6 +13,7 @@ from queueing.tickets import (
     SWEEP_ERROR,
     RequeueResult,
     ticket_cancel,
+    ticket_cancel_stale,
     ticket_continue,
     ticket_fail_stale,
     ticket_heartbeat,
@@ -244,6 +245,12 @@ def make_stale_and_spent(ticket_id: str) -> None:
     Ticket.objects.filter(pk=ticket_id).update(max_attempts=F("attempt"))
 
 
+def make_stale_and_cancelled(ticket_id: str) -> None:
+    """Lease long expired and a cancel asked, so only the status can stop the sweep that cancels it."""
+    backdate(ticket_id)
+    Ticket.objects.filter(pk=ticket_id).update(cancel_requested_at=F("created_at"))
+
+
 HEARTBEAT_WORKER = "beating-worker"
 
 
@@ -269,12 +276,19 @@ EVENTS = {
     ),
     "sweep": lambda t, owner: ticket_fail_stale(ticket_id=t, grace_seconds=60),
     "park": lambda t, owner: ticket_park_stale(ticket_id=t, grace_seconds=60),
+    "sweep_cancelled": lambda t, owner: ticket_cancel_stale(ticket_id=t, grace_seconds=60),
     "cancel": lambda t, owner: ticket_cancel(ticket_id=t, error="x"),
     "continue": lambda t, owner: ticket_continue(ticket_id=t),
     "requeue": lambda t, owner: ticket_requeue(ticket_id=t, grace_seconds=60, force=True) == RequeueResult.REQUEUED,
     "prune": lambda t, owner: ticket_prune(retention_seconds=3600),
 }
-PREPARE = {"sweep": make_stale_and_spent, "park": make_stale_and_spent, "prune": make_old, "heartbeat": make_owned}
+PREPARE = {
+    "sweep": make_stale_and_spent,
+    "park": make_stale_and_spent,
+    "sweep_cancelled": make_stale_and_cancelled,
+    "prune": make_old,
+    "heartbeat": make_owned,
+}
 ALLOWED = {
     ("claim", "queued"),
     ("heartbeat", "running"),
@@ -282,7 +296,9 @@ ALLOWED = {
     ("retry", "running"),
     ("sweep", "running"),
     ("park", "running"),
+    ("sweep_cancelled", "running"),
     ("cancel", "queued"),
+    ("cancel", "running"),
     ("cancel", "paused"),
     ("continue", "paused"),
     ("requeue", "failed"),
@@ -292,7 +308,8 @@ ALLOWED = {
     ("prune", "cancelled"),
 }
 DISALLOWED = [(event, state) for event in sorted(EVENTS) for state in STATES if (event, state) not in ALLOWED]
-REPEATABLE = {"heartbeat"}
+REPEATABLE = {"heartbeat"}  # a repeat refreshes the lease again
+ANSWERED_AGAIN = {("cancel", "running")}  # a repeat answers as the first did and changes nothing
 
 
 @pytest.mark.parametrize(("event", "state"), sorted(ALLOWED))
@@ -306,7 +323,7 @@ def test_allowed_transitions_succeed_once(db, event, state):
         return
     prepare(ticket_id)
     after = snapshot(ticket_id)
-    assert not EVENTS[event](ticket_id, owner), "a repeat is a no-op"
+    assert bool(EVENTS[event](ticket_id, owner)) is ((event, state) in ANSWERED_AGAIN), "a repeat is a no-op"
     assert snapshot(ticket_id) == after
 
 
