@@ -437,7 +437,8 @@ class Finished:
 _FINISH = Prepared(
     "agentos_finish",
     f"""
-    UPDATE {TABLE} SET status = %(status)s, error = %(error)s, locked_by = NULL, is_head = is_head AND NOT %(terminal)s,
+    UPDATE {TABLE} SET status = %(status)s, error = %(error)s, locked_by = NULL, locked_at = NULL,
+           is_head = is_head AND NOT %(terminal)s,
            completed_at = CASE WHEN %(terminal)s THEN statement_timestamp() END, updated_at = statement_timestamp()
     WHERE id = %(ticket_id)s  -- by its key, whatever the statistics say (see _claiming): its state is tested apart
       AND (SELECT status = 'running' AND locked_by = %(worker_id)s AND attempt = %(attempt)s
@@ -638,7 +639,9 @@ def _change_stale_spent(ticket_id: str, grace_seconds: float, **changes) -> dict
         " AND locked_at < statement_timestamp() - %s * interval '1 second'",
         [grace_seconds],
     )
-    updated = Ticket.objects.filter(stale, pk=ticket_id).update(locked_by=None, updated_at=Now(), **changes)
+    updated = Ticket.objects.filter(stale, pk=ticket_id).update(
+        locked_by=None, locked_at=None, updated_at=Now(), **changes
+    )
     return ticket if updated else None
 
 
@@ -718,7 +721,8 @@ def ticket_cancel_stale(*, ticket_id: str, grace_seconds: float) -> bool:
             " AND locked_at < statement_timestamp() - %s * interval '1 second'",
             [grace_seconds],
         )
-        ended = {"status": TicketStatus.CANCELLED, "is_head": False, "completed_at": Now(), "locked_by": None}
+        ended = {"status": TicketStatus.CANCELLED, "is_head": False, "completed_at": Now(), "locked_by": None,
+                 "locked_at": None}  # fmt: skip
         if not Ticket.objects.filter(stale, pk=ticket_id).update(updated_at=Now(), **ended):
             return False
         changed("sweep", run_id=ticket_id, status=TicketStatus.CANCELLED, **ticket)
