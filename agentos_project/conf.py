@@ -101,6 +101,10 @@ class Server:
     task_events: bool = False  # Celery worker task events (Flower turns them on by itself while it watches)
     worker_nice: int = 10  # serve runs its worker this much below the web's CPU priority (0: the same)
     web_threads: int = 4  # the request threads of a web process (agentos_project.handlers)
+    # Set by serve's supervisor in the environment of a child it starts (agentos_project.supervisor): which child
+    # this process is, and how many times the supervisor restarted it.
+    serve_child: str | None = None
+    serve_restarts: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,6 +255,8 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Age
             task_events=env.boolean("AGENTOS_TASK_EVENTS", False),
             worker_nice=env.integer("AGENTOS_WORKER_NICE", 10, minimum=0, maximum=19),
             web_threads=env.integer("AGENTOS_WEB_THREADS", 4, minimum=1),
+            serve_child=env.text("AGENTOS_SERVE_CHILD"),
+            serve_restarts=env.integer("AGENTOS_SERVE_RESTARTS", 0, minimum=0),
         ),
         streams=Streams(
             keepalive_seconds=env.number("AGENTOS_STREAM_KEEPALIVE_SECONDS", 15.0, minimum=0, strict=True),

@@ -3,10 +3,17 @@
 `manage.py serve` prepares (embedded servers, migrations) and then replaces itself with this file run as a script,
 `main`: the supervisor of a running serve holds no Django, only the standard library.
 
-A child that dies is restarted after a back-off of 1 s, doubling up to 30 s while it keeps dying young (it is
-reset once a child has lived a minute), and each death and restart is logged. Only SIGINT or SIGTERM, or a
-child that died `max_deaths` times within `window` seconds, stops the whole: every child gets SIGTERM (a worker
-drains its runs), and whatever is still alive after `stop_timeout` seconds gets SIGKILL.
+Each child's stdout and stderr pass through this process unchanged, to its own stdout and stderr, read on the way:
+a child is *ready* once it wrote a line holding its ready text (uvicorn's "Uvicorn running on", Celery's
+" ready."), and until then its last lines are kept for a failure report.
+
+A child that dies is restarted after a back-off of 1 s, doubling up to 30 s while it keeps dying young (reset once
+a child has lived a minute); each death and restart is logged, and a restarted child finds how many times it was
+restarted in its environment (RESTARTS; it counts itself in `/metrics`). A child that has been ready once is
+restarted for ever: a worker killed by the kernel never ends the service. Only a child that died `max_tries` times
+without ever becoming ready (a configuration error: a wrong broker password, say) stops the whole, and so does
+SIGINT or SIGTERM: every child gets SIGTERM (a worker drains its runs), whatever is still alive after `stop_timeout`
+seconds gets SIGKILL, and a failed child's last lines of output are printed last.
 """
 
 from __future__ import annotations
@@ -20,11 +27,68 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 STABLE_SECONDS = 60.0
+TAIL_LINES = 20
+CHILD, RESTARTS = "AGENTOS_SERVE_CHILD", "AGENTOS_SERVE_RESTARTS"
+
+
+class Output:
+    """The stdout and stderr of one child process, each copied to a stream of ours as it comes (on a thread of its
+    own, so a child never waits on another). Until the child is ready, their lines are read too: watched for
+    `ready_line` and kept in `tail`; after that, they are only copied."""
+
+    def __init__(
+        self,
+        process: subprocess.Popen,
+        streams: tuple[BinaryIO, BinaryIO],
+        *,
+        locks: tuple[threading.Lock, threading.Lock],
+        ready_line: str | None,
+        tail: collections.deque,
+    ):
+        self.ready = threading.Event()
+        if ready_line is None:
+            self.ready.set()
+        self._ready_line, self._tail = ready_line, tail
+        self._pumps = [
+            threading.Thread(target=self._pump, args=(pipe, stream, lock), daemon=True)
+            for pipe, stream, lock in zip((process.stdout, process.stderr), streams, locks, strict=True)
+        ]
+        for pump in self._pumps:
+            pump.start()
+
+    def join(self, timeout: float) -> None:
+        """Wait (up to `timeout` seconds) until everything the process wrote has been copied and read."""
+        deadline = time.monotonic() + timeout
+        for pump in self._pumps:
+            pump.join(max(0.0, deadline - time.monotonic()))
+
+    def _pump(self, pipe: BinaryIO, stream: BinaryIO, lock: threading.Lock) -> None:
+        partial = b""
+        with pipe:
+            while chunk := os.read(pipe.fileno(), 65536):
+                with lock, contextlib.suppress(OSError, ValueError):  # ours closed: keep reading, drop it
+                    stream.write(chunk)
+                    stream.flush()
+                if not self.ready.is_set():
+                    *lines, partial = (partial + chunk).split(b"\n")
+                    if len(partial) > 65536:  # a line that long is kept in pieces
+                        lines, partial = [*lines, partial], b""
+                    for line in lines:
+                        self._watch(line)
+        if partial and not self.ready.is_set():
+            self._watch(partial)
+
+    def _watch(self, line: bytes) -> None:
+        text = line.decode(errors="replace").rstrip("\r")
+        self._tail.append(text)
+        if self._ready_line is not None and self._ready_line in text:
+            self.ready.set()
 
 
 @dataclasses.dataclass
@@ -32,11 +96,16 @@ class Child:
     name: str
     command: list[str]
     nice: int = 0  # how much lower than the supervisor's its CPU priority is (see `lower_priority`)
+    ready_line: str | None = None  # what the child writes once it is ready (None: ready once started)
     process: subprocess.Popen | None = None
+    output: Output | None = None
     started_at: float = 0.0
     restart_at: float | None = None
-    young_deaths: int = 0
-    deaths: collections.deque = dataclasses.field(default_factory=collections.deque)
+    restarts: int = 0
+    young_deaths: int = 0  # deaths in a row, each within STABLE_SECONDS of its start: the back-off's exponent
+    unready_deaths: int = 0  # deaths before the child was ever ready
+    ever_ready: bool = False
+    tail: collections.deque = dataclasses.field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
 
 
 def describe(code: int) -> str:
@@ -51,26 +120,29 @@ class Supervisor:
         commands: dict[str, list[str]],
         *,
         env: dict[str, str],
-        nice: dict[str, int] | None = None,
         cwd: str,
-        log: Callable[[str], None],
         stop_timeout: float,
-        max_deaths: int = 5,
-        window: float = 60.0,
+        nice: dict[str, int] | None = None,
+        ready: dict[str, str] | None = None,
+        streams: tuple[BinaryIO, BinaryIO] | None = None,
+        max_tries: int = 5,
         first_backoff: float = 1.0,
         max_backoff: float = 30.0,
     ):
-        nice = nice or {}
-        self.children = [Child(name, command, nice.get(name, 0)) for name, command in commands.items()]
-        self.env, self.cwd, self.log = env, cwd, log
+        nice, ready = nice or {}, ready or {}
+        self.children = [Child(name, command, nice.get(name, 0), ready.get(name)) for name, command in commands.items()]
+        self.env, self.cwd = env, cwd
+        self.streams = streams or (sys.stdout.buffer, sys.stderr.buffer)
+        self.locks = (threading.Lock(), threading.Lock())  # one writer at a time on each of our streams
         self.stop_timeout = stop_timeout
-        self.max_deaths, self.window = max_deaths, window
+        self.max_tries = max_tries
         self.first_backoff, self.max_backoff = first_backoff, max_backoff
         self.stop_signal: int | None = None
         self.failed: Child | None = None
 
     def run(self, *, handle_signals: bool = True) -> int:
-        """Start every child and tend them until a stop signal (exit code 0) or a child that keeps dying (1)."""
+        """Start every child and tend them until a stop signal (exit code 0) or a child that never became ready
+        dies for the `max_tries`th time (1)."""
         if handle_signals:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(signum, lambda signum, _frame: self.request_stop(signum))
@@ -82,13 +154,28 @@ class Supervisor:
                 self._tend(child, now)
             time.sleep(0.1)
         self.stop_all()
+        if self.failed:
+            self.log(f"{self.failed.name}'s last lines of output:", output=list(self.failed.tail))
         return 1 if self.failed else 0
 
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
         self.stop_signal = signum
 
+    def log(self, message: str, *, output: list[str] | None = None) -> None:
+        """One line of the supervisor's on our stderr (then `output`, a child's lines, one a line)."""
+        lines = [f"agentos serve: {message}", *(f"agentos serve: | {line}" for line in output or ())]
+        with self.locks[1], contextlib.suppress(OSError, ValueError):
+            self.streams[1].write("".join(f"{line}\n" for line in lines).encode())
+            self.streams[1].flush()
+
     def _start(self, child: Child) -> None:
-        child.process = subprocess.Popen(child.command, env=self.env, cwd=self.cwd, start_new_session=True)
+        env = {**self.env, CHILD: child.name, RESTARTS: str(child.restarts)}
+        child.process = subprocess.Popen(
+            child.command, env=env, cwd=self.cwd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        child.output = Output(
+            child.process, self.streams, locks=self.locks, ready_line=child.ready_line, tail=child.tail
+        )
         child.started_at, child.restart_at = time.monotonic(), None
         if child.nice and not lower_priority(child.process.pid, child.nice):
             self.log(f"{child.name} (pid {child.process.pid}) runs at the normal CPU priority: lowering it was refused")
@@ -96,29 +183,34 @@ class Supervisor:
     def _tend(self, child: Child, now: float) -> None:
         if child.restart_at is not None:
             if now >= child.restart_at:
+                child.restarts += 1
                 self._start(child)
-                self.log(f"{child.name} restarted (pid {child.process.pid})")
+                self.log(f"{child.name} restarted (pid {child.process.pid}, restart {child.restarts})")
             return
         code = child.process.poll()
-        if code is None:
-            return
-        child.deaths.append(now)
-        while child.deaths and child.deaths[0] < now - self.window:
-            child.deaths.popleft()
-        if len(child.deaths) >= self.max_deaths:
-            self.log(
-                f"{child.name} (pid {child.process.pid}) {describe(code)}, its {len(child.deaths)}th death within "
-                f"{self.window:g}s; stopping everything"
-            )
-            self.failed = child
-            return
+        if code is not None:
+            child.output.join(timeout=1.0)  # a ready line written just before the end counts, and the last lines
+            self._died(child, code, now)
+
+    def _died(self, child: Child, code: int, now: float) -> None:
+        """Restart `child` after its back-off, or give up on it: it died `max_tries` times, never ready."""
+        child.ever_ready = child.ever_ready or child.output.ready.is_set()
         child.young_deaths = 1 if now - child.started_at >= STABLE_SECONDS else child.young_deaths + 1
         delay = min(self.max_backoff, self.first_backoff * 2 ** (child.young_deaths - 1))
-        self.log(f"{child.name} (pid {child.process.pid}) {describe(code)}; restarting it in {delay:g}s")
+        death = f"{child.name} (pid {child.process.pid}) {describe(code)}"
+        if not child.ever_ready:
+            child.unready_deaths += 1
+            if child.unready_deaths >= self.max_tries:
+                self.log(f"{death} before it was ever ready, {self.max_tries} times in a row; stopping everything")
+                self.failed = child
+                return
+            death += f" before it was ready (try {child.unready_deaths} of {self.max_tries})"
+        self.log(f"{death}; restarting it in {delay:g}s")
         child.restart_at = now + delay
 
     def stop_all(self) -> None:
-        """SIGTERM to every live child's process group, then SIGKILL to what outlives `stop_timeout`."""
+        """SIGTERM to every live child's process group, then SIGKILL to what outlives `stop_timeout`; returns once
+        what they wrote has been copied."""
         alive = [c.process for c in self.children if c.process is not None and c.process.poll() is None]
         for process in alive:
             _signal_group(process, signal.SIGTERM)
@@ -129,6 +221,9 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 _signal_group(process, signal.SIGKILL)
                 process.wait()
+        for child in self.children:
+            if child.output is not None:
+                child.output.join(timeout=1.0)
 
 
 def lower_priority(pid: int, nice: int) -> bool:
@@ -167,9 +262,9 @@ def main() -> int:
         spec["commands"],
         env={**os.environ, **spec["env"]},
         cwd=spec["cwd"],
-        log=lambda line: print(f"agentos serve: {line}", file=sys.stderr, flush=True),
         stop_timeout=spec["stop_timeout"],
         nice=spec.get("nice"),
+        ready=spec.get("ready"),
     )
     try:
         return supervisor.run()

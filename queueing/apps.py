@@ -1,11 +1,14 @@
 from django.apps import AppConfig
 
+from agentos_project.conf import current
+
 
 class QueueingConfig(AppConfig):
     name = "queueing"
     verbose_name = "Job queue"
 
     def ready(self) -> None:
-        from . import lifecycle
+        from . import lifecycle, metrics
 
         lifecycle.connect()
+        metrics.record_serve_restart(current().server)

@@ -7,6 +7,10 @@ Redis, and one `/metrics` answer covers every web, worker and sweeper process on
 Redis refuses stay in the process, summed, and go with the next batch. A Redis flush resets the counters, which
 Prometheus' `rate()` reads as a counter reset. Gauges (tickets by status, oldest queued age, sessions held,
 runs in flight per worker) come from the tickets themselves, so they are exact whoever wrote them.
+
+The restarts of `serve`'s children are counted by the child restarted: its supervisor, which holds no Django,
+says so in the child's environment, and the child adds one as soon as Django has loaded (`record_serve_restart`).
+A child that dies before that goes uncounted here; the supervisor's log line of the restart is still written.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import redis
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from agentos_project.conf import Server
 from agentos_project.coordination import coordination, scoped
 from agentos_project.offthread import OffThread
 
@@ -110,6 +115,9 @@ class Recorder(OffThread):
         assert name in COUNTERS, name
         self.put((f"c:{name}", amount))
 
+    def count_restart(self, child: str) -> None:
+        self.put((f"r:{child}", 1))
+
     def observe(self, name: str, seconds: float) -> None:
         seconds = max(0.0, seconds)
         bucket = bisect.bisect_left(HISTOGRAMS[name][1], seconds)
@@ -157,6 +165,13 @@ class Recorder(OffThread):
 
 
 recorder = Recorder()
+SERVE_CHILDREN = ("web", "worker")
+
+
+def record_serve_restart(server: Server) -> None:
+    """Count this process in `agentos_serve_restarts_total` when serve's supervisor started it as a restart."""
+    if server.serve_restarts and server.serve_child:
+        recorder.count_restart(server.serve_child)
 
 
 def shared_values() -> dict[str, float] | None:
@@ -179,6 +194,7 @@ class QueueCollector:
                 yield CounterMetricFamily(f"{PREFIX}runs_{name}", description, value=values.get(f"c:{name}", 0.0))
             for name, (description, buckets) in HISTOGRAMS.items():
                 yield _histogram(name, description, buckets, values)
+            yield _restarts(values)
         yield from _database_gauges()
 
     def describe(self):
@@ -197,6 +213,16 @@ def _histogram(name: str, description: str, buckets: tuple, values: dict) -> His
     return HistogramMetricFamily(
         f"{PREFIX}{name}", description, buckets=cumulative, sum_value=values.get(f"h:{name}:sum", 0.0)
     )
+
+
+def _restarts(values: dict) -> CounterMetricFamily:
+    restarts = CounterMetricFamily(
+        f"{PREFIX}serve_restarts", "Children of serve restarted by its supervisor after they died", labels=["child"]
+    )
+    children = {*SERVE_CHILDREN, *(field[2:] for field in values if field.startswith("r:"))}
+    for child in sorted(children):
+        restarts.add_metric([child], values.get(f"r:{child}", 0.0))
+    return restarts
 
 
 def _bound(bound: float) -> str:

@@ -4,6 +4,7 @@ scenario for `manage.py demo`, survive a dead child, refuse a second start, and 
 import io
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -11,12 +12,13 @@ from datetime import datetime
 
 import psutil
 import pytest
+import requests
 from django.core.management import call_command
 
 from agentos_project.embedded import FolderLock
 from queueing.tickets import SWEEP_ERROR
 
-from ..conftest import ROOT, embedded_env, free_port, process_env, wait_until
+from ..conftest import ROOT, embedded_env, free_port, metric_samples, process_env, wait_until
 
 pytestmark = pytest.mark.slow
 GRACE = {"AGENTOS_LOCK_GRACE_SECONDS": "3", "AGENTOS_POLL_INTERVAL": "0.5"}
@@ -97,6 +99,73 @@ def test_a_worker_killed_under_serve_is_restarted_and_the_service_goes_on(start_
     assert wait_run(serve, successor, "kill-serve", ("COMPLETED",), timeout=20)["status"] == "COMPLETED"
     assert re.search(rf"worker \(pid {worker.pid}\) was killed by SIGKILL; restarting it in 1s", serve.log())
     assert replacement.is_running() and serve.process.poll() is None
+
+
+TERMINAL = ("COMPLETED", "ERROR", "CANCELLED")
+
+
+def test_a_worker_killed_again_and_again_is_restarted_for_ever_while_the_api_serves(start_serve):
+    """Six SIGKILLs, each to a worker that had become ready, at least 2 s apart (the back-off makes them 1, 2, 4, 8,
+    16 and 30 s apart at best): the web answers and accepts throughout, every accepted run ends, and `/metrics`
+    counts the restarts."""
+    serve = start_serve(**GRACE)
+    accepted, killed = [], []
+    last_kill = time.monotonic()
+    while len(killed) < 6 or serve.log().count(" ready.") < 7:
+        assert (serve.get("/health") or {}).get("status") == "ok", f"the web answers throughout:\n{serve.log()}"
+        session = f"storm-{len(accepted)}"
+        response = serve.submit(session, "storm sleep=0")
+        assert response.status_code == 202, response.text
+        accepted.append((response.json()["run_id"], session))
+        workers = children_named(serve, "celery")
+        ready = serve.log().count(" ready.") == len(killed) + 1
+        if workers and ready and len(killed) < 6 and time.monotonic() - last_kill >= 2:
+            workers[0].send_signal(signal.SIGKILL)
+            killed.append(workers[0].pid)
+            last_kill = time.monotonic()
+        time.sleep(0.25)
+
+    for run_id, session in accepted:
+        wait_run(serve, run_id, session, TERMINAL, timeout=30)
+    delays = [
+        re.search(rf"worker \(pid {pid}\) was killed by SIGKILL; restarting it in (\d+)s", serve.log())[1]
+        for pid in killed
+    ]
+    assert delays == ["1", "2", "4", "8", "16", "30"]
+    metrics = requests.get(f"{serve.url}/metrics", timeout=10)
+    restarts = {labels: value for (name, labels), value in metric_samples(metrics.text).items() if "restarts" in name}
+    assert restarts == {(("child", "web"),): 0.0, (("child", "worker"),): 6.0}
+    assert serve.process.poll() is None
+    print(f"\n{len(accepted)} runs accepted while the worker was killed 6 times, all ended")
+
+
+AMQP_WRONG_PASSWORD = "amqp://guest:wrong-password@127.0.0.1:5672//"
+
+
+def test_a_worker_that_never_becomes_ready_stops_serve_at_its_fifth_try_printing_its_last_lines(start_serve):
+    """A configuration error only the worker meets (RabbitMQ refuses its password: Celery exits before it is
+    ready) stops serve after 5 tries, and the worker's last lines of output are the last thing serve writes."""
+    try:
+        with socket.create_connection(("127.0.0.1", 5672), timeout=2):
+            pass
+    except OSError as error:
+        pytest.skip(f"RabbitMQ not answering on 127.0.0.1:5672: {error}")
+    serve = start_serve(ready=False, CELERY_BROKER_URL=AMQP_WRONG_PASSWORD)
+
+    assert serve.process.wait(120) == 1
+
+    log = serve.log()
+    assert len(re.findall(r"worker \(pid \d+\) exited with status 1 before it was ready \(try \d of 5\)", log)) == 4
+    assert re.search(
+        r"\nagentos serve: worker \(pid \d+\) exited with status 1 before it was ever ready, 5 times in a row; "
+        r"stopping everything\n",
+        log,
+    )
+    lines = log.splitlines()
+    report = lines.index("agentos serve: worker's last lines of output:")
+    tail = lines[report + 1 :]
+    assert 0 < len(tail) <= 20 and all(line.startswith("agentos serve: | ") for line in tail), "the last lines"
+    assert "ACCESS_REFUSED" in tail[-1], tail
 
 
 def refusal(command_port: int, **env) -> subprocess.CompletedProcess:

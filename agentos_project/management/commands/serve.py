@@ -23,6 +23,10 @@ from agentos_project.embedded import EmbeddedError, EmbeddedPostgres, EmbeddedRe
 from agentos_project.exceptions import first_line
 from agentos_project.supervisor import SPEC
 
+# What each child writes once it serves: uvicorn once its socket listens, Celery once it consumes. The supervisor
+# restarts for ever a child that got this far, and gives up on one that keeps dying before (a configuration error).
+READY_LINES = {"web": "Uvicorn running on", "worker": " ready."}
+
 
 class Refusal(Exception):
     """Why serve will not start, in one line."""
@@ -57,6 +61,7 @@ class Command(BaseCommand):
                 "cwd": str(settings.BASE_DIR),
                 "stop_timeout": current().queue.stop_timeout_seconds + 5,
                 "nice": {"worker": current().server.worker_nice},
+                "ready": {name: line for name, line in READY_LINES.items() if name in commands},
                 "embedded": [server.stop_spec() for server in embedded],
             }
             self._become_supervisor(spec)
@@ -127,6 +132,7 @@ class Command(BaseCommand):
 
     def _child_env(self, embedded: list) -> dict:
         env = {**os.environ, "AGENTOS_SWEEPER_IN_WORKER": "true"}  # serve has no sweeper process: its worker sweeps
+        env["PYTHONUNBUFFERED"] = "1"  # the children write into pipes: a child killed must not take its last lines
         for server in embedded:
             env["DATABASE_URL" if isinstance(server, EmbeddedPostgres) else "REDIS_URL"] = server.url
         return env
