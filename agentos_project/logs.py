@@ -1,5 +1,8 @@
 """Log formats: `text` (one readable line; ticket changes already read `key=value`) or `json` (one object per line,
-with a ticket change's fields as top-level keys), chosen by AGENTOS_LOG_FORMAT."""
+with a ticket change's fields as top-level keys), chosen by AGENTOS_LOG_FORMAT.
+
+Standard library only: serve's supervisor, which holds no Django, writes its own lines with `json_line` too.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +11,27 @@ import json
 import logging
 
 
+def json_line(*, created: float, level: str, logger: str, message: str, fields: dict | None = None) -> str:
+    """One line of the json format: time (UTC, to the millisecond), level, logger, message, then `fields`."""
+    line = {
+        "time": datetime.datetime.fromtimestamp(created, datetime.UTC).isoformat(timespec="milliseconds"),
+        "level": level,
+        "logger": logger,
+        "message": message,
+        **(fields or {}),
+    }
+    return json.dumps(line, default=str)
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        line = {
-            "time": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-            **getattr(record, "ticket", {}),
-        }
+        fields = dict(getattr(record, "ticket", {}))
         if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str)
+            fields["exception"] = self.formatException(record.exc_info)
+        return json_line(
+            created=record.created,
+            level=record.levelname,
+            logger=record.name,
+            message=record.getMessage(),
+            fields=fields,
+        )
