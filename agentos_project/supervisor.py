@@ -32,9 +32,15 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
+if __package__:
+    from . import logs
+else:  # run as a script, as serve runs it: this folder is on sys.path, and the package (which loads Celery) is not
+    import logs
+
 STABLE_SECONDS = 60.0
 TAIL_LINES = 20
 CHILD, RESTARTS = "AGENTOS_SERVE_CHILD", "AGENTOS_SERVE_RESTARTS"
+LOGGER = "agentos.serve"  # the logger its lines name in the json format
 
 
 class Output:
@@ -125,6 +131,7 @@ class Supervisor:
         nice: dict[str, int] | None = None,
         ready: dict[str, str] | None = None,
         streams: tuple[BinaryIO, BinaryIO] | None = None,
+        log_format: str = "text",
         max_tries: int = 5,
         first_backoff: float = 1.0,
         max_backoff: float = 30.0,
@@ -134,6 +141,7 @@ class Supervisor:
         self.env, self.cwd = env, cwd
         self.streams = streams or (sys.stdout.buffer, sys.stderr.buffer)
         self.locks = (threading.Lock(), threading.Lock())  # one writer at a time on each of our streams
+        self.log_format = log_format
         self.stop_timeout = stop_timeout
         self.max_tries = max_tries
         self.first_backoff, self.max_backoff = first_backoff, max_backoff
@@ -155,15 +163,20 @@ class Supervisor:
             time.sleep(0.1)
         self.stop_all()
         if self.failed:
-            self.log(f"{self.failed.name}'s last lines of output:", output=list(self.failed.tail))
+            self.log(f"{self.failed.name}'s last lines of output:", level="ERROR", output=list(self.failed.tail))
         return 1 if self.failed else 0
 
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
         self.stop_signal = signum
 
-    def log(self, message: str, *, output: list[str] | None = None) -> None:
-        """One line of the supervisor's on our stderr (then `output`, a child's lines, one a line)."""
-        lines = [f"agentos serve: {message}", *(f"agentos serve: | {line}" for line in output or ())]
+    def log(self, message: str, *, level: str = "INFO", output: list[str] | None = None) -> None:
+        """One line of the supervisor's on our stderr, with `output` (a child's lines): in the json format one
+        object with an `output` list, in the text format one line more for each."""
+        if self.log_format == "json":
+            fields = None if output is None else {"output": output}
+            lines = [logs.json_line(created=time.time(), level=level, logger=LOGGER, message=message, fields=fields)]
+        else:
+            lines = [f"agentos serve: {message}", *(f"agentos serve: | {line}" for line in output or ())]
         with self.locks[1], contextlib.suppress(OSError, ValueError):
             self.streams[1].write("".join(f"{line}\n" for line in lines).encode())
             self.streams[1].flush()
@@ -178,7 +191,8 @@ class Supervisor:
         )
         child.started_at, child.restart_at = time.monotonic(), None
         if child.nice and not lower_priority(child.process.pid, child.nice):
-            self.log(f"{child.name} (pid {child.process.pid}) runs at the normal CPU priority: lowering it was refused")
+            refused = f"{child.name} (pid {child.process.pid}) runs at the normal CPU priority: lowering it was refused"
+            self.log(refused, level="WARNING")
 
     def _tend(self, child: Child, now: float) -> None:
         if child.restart_at is not None:
@@ -201,11 +215,12 @@ class Supervisor:
         if not child.ever_ready:
             child.unready_deaths += 1
             if child.unready_deaths >= self.max_tries:
-                self.log(f"{death} before it was ever ready, {self.max_tries} times in a row; stopping everything")
+                given_up = f"{death} before it was ever ready, {self.max_tries} times in a row; stopping everything"
+                self.log(given_up, level="ERROR")
                 self.failed = child
                 return
             death += f" before it was ready (try {child.unready_deaths} of {self.max_tries})"
-        self.log(f"{death}; restarting it in {delay:g}s")
+        self.log(f"{death}; restarting it in {delay:g}s", level="WARNING")
         child.restart_at = now + delay
 
     def stop_all(self) -> None:
@@ -265,6 +280,7 @@ def main() -> int:
         stop_timeout=spec["stop_timeout"],
         nice=spec.get("nice"),
         ready=spec.get("ready"),
+        log_format=spec.get("log_format", "text"),
     )
     try:
         return supervisor.run()

@@ -150,5 +150,9 @@ LOGGING = {
         # already tell each change, with the run and session ids.
         "celery.app.trace": {"level": "WARNING"},
         "celery.worker.strategy": {"level": "WARNING"},
+        # uvicorn's own lines (uvicorn.error, and uvicorn.access when its access log is on) in this format too:
+        # uvicorn gives them handlers of its own before it loads the application, which loads these settings.
+        "uvicorn": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "uvicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }

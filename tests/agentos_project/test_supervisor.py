@@ -78,6 +78,29 @@ def test_a_child_never_ready_stops_everything_at_its_fifth_death_then_its_last_l
     assert watched.children[1].process.poll() == -signal.SIGTERM, "the others were stopped first"
 
 
+def test_in_the_json_format_each_line_of_the_supervisor_is_one_object_the_report_with_its_output():
+    broken = python("import sys; print('ACCESS_REFUSED', file=sys.stderr); raise SystemExit(3)")
+    watched = supervisor({"broken": broken}, ready={"broken": "serving"}, log_format="json", first_backoff=0.05)
+
+    assert watched.run(handle_signals=False) == 1
+
+    lines = watched.streams[1].getvalue().decode().splitlines()
+    objects = [json.loads(line) for line in lines if not line.startswith("ACCESS_REFUSED")]
+    assert len(objects) == 4 + 4 + 2 and len(lines) == len(objects) + 5, "deaths, restarts, the end; the child's"
+    assert {(o["logger"], o["level"]) for o in objects[:-2]} == {
+        ("agentos.serve", "WARNING"),
+        ("agentos.serve", "INFO"),
+    }
+    assert objects[-1] == {
+        "time": objects[-1]["time"],
+        "level": "ERROR",
+        "logger": "agentos.serve",
+        "message": "broken's last lines of output:",
+        "output": ["ACCESS_REFUSED"] * 5,
+    }
+    assert objects[-2]["level"] == "ERROR" and objects[-2]["message"].endswith("5 times in a row; stopping everything")
+
+
 def test_a_child_that_was_ready_once_is_restarted_for_ever_and_told_its_restart_count():
     crashing = python(
         "import os, sys; restarts = int(os.environ['AGENTOS_SERVE_RESTARTS']); print(f'restart {restarts}'); "

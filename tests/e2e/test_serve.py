@@ -2,6 +2,7 @@
 scenario for `manage.py demo`, survive a dead child, refuse a second start, and stop together on Ctrl-C."""
 
 import io
+import json
 import re
 import signal
 import socket
@@ -137,6 +138,35 @@ def test_a_worker_killed_again_and_again_is_restarted_for_ever_while_the_api_ser
     assert restarts == {(("child", "web"),): 0.0, (("child", "worker"),): 6.0}
     assert serve.process.poll() is None
     print(f"\n{len(accepted)} runs accepted while the worker was killed 6 times, all ended")
+
+
+# What Celery prints itself, not through logging: its notice of a warm shutdown, and (as root) a SecurityWarning.
+CELERY_PRINTS = re.compile(
+    r"|worker: Warm shutdown \(MainProcess\)|.*SecurityWarning: You're running the worker with superuser.*"
+    r"|absolutely not recommended!|Please specify a different user using the --uid option\."
+    r"|User information: uid=\d+ euid=\d+ gid=\d+ egid=\d+|  _warn_or_raise_security_error\(egid, euid, gid, uid,"
+)
+
+
+def test_json_logs_cover_serve_uvicorn_and_the_supervisor(start_serve):
+    serve = start_serve(AGENTOS_LOG_FORMAT="json")
+    [web], [worker] = children_named(serve, "uvicorn"), children_named(serve, "celery")
+    worker.send_signal(signal.SIGKILL)
+    wait_until(lambda: serve.log().count(" ready.") == 2, timeout=30, what="the worker restarted")
+    serve.signal(signal.SIGINT)
+    assert serve.process.wait(60) == 0
+
+    lines = serve.log().splitlines()
+    assert [line for line in lines if not line.startswith("{") and not CELERY_PRINTS.fullmatch(line)] == []
+    said = [(o["logger"], o["level"], o["message"]) for o in map(json.loads, filter(lambda x: x[:1] == "{", lines))]
+    assert ("agentos.serve", "INFO", f"agentos serving on {serve.url} (web, worker); Ctrl-C stops it") in said
+    assert ("agentos.serve", "WARNING", f"worker (pid {worker.pid}) was killed by SIGKILL; restarting it in 1s") in said
+    assert [message for logger, _, message in said if logger == "uvicorn.error"] == [
+        f"Started server process [{web.pid}]",
+        f"Uvicorn running on {serve.url} (Press CTRL+C to quit)",
+        "Shutting down",
+        f"Finished server process [{web.pid}]",
+    ]
 
 
 AMQP_WRONG_PASSWORD = "amqp://guest:wrong-password@127.0.0.1:5672//"

@@ -8,6 +8,7 @@ Every refusal to start is one line on stderr and exit status 1.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import sys
@@ -26,6 +27,7 @@ from agentos_project.supervisor import SPEC
 # What each child writes once it serves: uvicorn once its socket listens, Celery once it consumes. The supervisor
 # restarts for ever a child that got this far, and gives up on one that keeps dying before (a configuration error).
 READY_LINES = {"web": "Uvicorn running on", "worker": " ready."}
+log = logging.getLogger("agentos.serve")
 
 
 class Refusal(Exception):
@@ -53,7 +55,7 @@ class Command(BaseCommand):
             self._check_configured_services()
             call_command("migrate", interactive=False, verbosity=0)
             commands = self._commands(host, port, web_only=web_only, worker_only=worker_only)
-            self.stdout.write(f"agentos serving on http://{host}:{port} ({', '.join(commands)}); Ctrl-C stops it")
+            self._say(f"agentos serving on http://{host}:{port} ({', '.join(commands)}); Ctrl-C stops it")
             child_env = self._child_env(embedded)
             spec = {
                 "commands": commands,
@@ -61,12 +63,13 @@ class Command(BaseCommand):
                 "cwd": str(settings.BASE_DIR),
                 "stop_timeout": current().queue.stop_timeout_seconds + 5,
                 "nice": {"worker": current().server.worker_nice},
+                "log_format": current().server.log_format,
                 "ready": {name: line for name, line in READY_LINES.items() if name in commands},
                 "embedded": [server.stop_spec() for server in embedded],
             }
             self._become_supervisor(spec)
         except (Refusal, EmbeddedError, OSError) as refusal:
-            self.stderr.write(f"agentos: {refusal}")
+            self._say(f"agentos: {refusal}", level=logging.ERROR)
             for server in reversed(embedded):
                 server.stop()
             sys.exit(1)
@@ -74,6 +77,14 @@ class Command(BaseCommand):
             for server in reversed(embedded):
                 server.stop()
             raise
+
+    def _say(self, line: str, *, level: int = logging.INFO) -> None:
+        """One line of serve's: an error on stderr, the rest on stdout; in the json format, an object of logger
+        `agentos.serve` on the console, as the supervisor's lines."""
+        if current().server.log_format == "json":
+            log.log(level, line)
+        else:
+            (self.stderr if level >= logging.ERROR else self.stdout).write(line)
 
     def _become_supervisor(self, spec: dict) -> None:
         """Replace this process (same pid, same `.run/` lock) with the supervisor, which holds no Django. The spec
@@ -101,7 +112,7 @@ class Command(BaseCommand):
             for server in servers:
                 url = server.start()
                 started.append(server)
-                self.stdout.write(f"embedded {type(server).__name__[8:]} at {masked(url)}")
+                self._say(f"embedded {type(server).__name__[8:]} at {masked(url)}")
                 if isinstance(server, EmbeddedPostgres):  # this process migrates it, with its password
                     services = current().services
                     database = database_settings(
@@ -147,8 +158,9 @@ class Command(BaseCommand):
                 "--lifespan", "off",
             ]  # fmt: skip
         if not web_only:
+            quiet = ["--quiet"] if current().server.log_format == "json" else []  # no banner between the objects
             commands["worker"] = [
-                python, "-m", "celery", "-A", "agentos_project", "worker", "-l", "info",
+                python, "-m", "celery", "-A", "agentos_project", *quiet, "worker", "-l", "info",
                 "--without-gossip", "--without-mingle",
             ]  # fmt: skip
             # The sweeper runs as a thread of the worker (AGENTOS_SWEEPER_IN_WORKER, set in `_child_env`).
