@@ -51,17 +51,20 @@ def ticket_waiting_on(*, ticket_id) -> str | None:
 
 def ticket_running_for(*, worker_id: str, session_id: str, exclude: set[str]) -> Claim | None:
     """A ticket of `session_id` running under `worker_id` that this process is not running (`exclude`): the one a
-    settling commit claimed for it as a hand-off, when the commit's answer was lost. None if there is none."""
+    settling commit claimed for it as a hand-off, when the commit's answer was lost, as its claim (with its
+    component, as every claim has it). None if there is none."""
     row = (
         Ticket.objects.filter(session_id=session_id, status=TicketStatus.RUNNING, locked_by=worker_id)
         .exclude(pk__in=exclude)
-        .values_list("pk", "attempt", "max_attempts", "payload")
+        .values_list("pk", "attempt", "max_attempts", "payload", "component_type", "component_id")
         .first()
     )
     if row is None:
         return None
-    ticket_id, attempt, max_attempts, payload = row
-    return Claim(str(ticket_id), attempt, max_attempts, worker_id, session_id, payload)
+    ticket_id, attempt, max_attempts, payload, component_type, component_id = row
+    return Claim(
+        str(ticket_id), attempt, max_attempts, worker_id, session_id, payload, component=(component_type, component_id)
+    )
 
 
 JOB_STATUSES = ("queued", "running", "completed", "failed", "cancelled", "paused")  # AgentOS' order, for its texts

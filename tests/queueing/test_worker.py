@@ -178,6 +178,7 @@ def test_a_settle_whose_commit_answer_was_lost_finds_the_successor_it_claimed(re
     next_claim = settle_attempt(owner, Outcome("completed"), hand_off=True)
 
     assert (next_claim.ticket_id, next_claim.attempt, next_claim.worker_id) == (successor, 1, "w1")
+    assert next_claim.component == ("job", "fake"), "its executor finds the successor's component (its history window)"
     assert snapshot(successor)["status"] == "running"
 
 

@@ -13,7 +13,9 @@ from agents_registry.chat_models import StubModel, ToolCall
 from agents_registry.components import Agent
 from agents_registry.registry import registry
 from agents_registry.tools import Tool
+from queueing.executor import get_executor
 from queueing.models import Ticket
+from queueing.selectors import ticket_running_for
 from queueing.sweeper import sweep_once
 from queueing.tickets import SWEEP_ERROR, RequeueResult, ticket_cancel, ticket_claim, ticket_requeue
 from queueing.worker import worker_execute
@@ -208,3 +210,17 @@ def test_a_component_with_a_history_window_sees_the_messages_of_its_last_runs_on
         "echo: turn 3 sleep=0 (history: 4 messages)",
     ]
     assert len(session_history(session_id="window-1")) == 8, "the whole history stays, a row per run"
+
+
+def test_a_successor_found_after_a_lost_commit_answer_keeps_its_components_history_window(redis_db, windowed_agent):
+    for turn in range(3):
+        run_id = accept_run(session_id="window-2", message=f"turn {turn} sleep=0", component="windowed-2")
+        assert worker_execute(ticket_id=run_id) is True
+    successor = accept_run(session_id="window-2", message="turn 3 sleep=0", component="windowed-2")
+    ticket_claim(ticket_id=successor, worker_id="w1", grace_seconds=60)  # as a hand-off whose answer was lost
+
+    found = ticket_running_for(worker_id="w1", session_id="window-2", exclude=set())
+    outcome = get_executor().execute(found)
+
+    assert (found.ticket_id, outcome.status) == (successor, "completed")
+    assert outcome.result.result.content == "echo: turn 3 sleep=0 (history: 4 messages)"
