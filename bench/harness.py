@@ -87,8 +87,8 @@ class Client:
         response = self.http.get(f"{self.url}/queue/stats", timeout=30)
         if response.status_code != 200:
             return None
-        counts = response.json()["counts"]
-        return counts["queued"] + counts["running"]
+        counts = response.json()["counts"]  # the statuses present only
+        return counts.get("queued", 0) + counts.get("running", 0)
 
     def histogram(self, name: str) -> tuple[float, float] | None:
         """(sum, count) of the server's histogram `agentos_<name>` from `/metrics`; None when that is not open."""

@@ -121,9 +121,11 @@ def tickets_page(
 
 
 def queue_stats() -> dict:
-    """Tickets by status (every status, 0 when none) and the oldest queued ticket's age in seconds (None if none)."""
+    """`GET /queue/stats`: tickets by status (the statuses present only, as AgentOS counts them) and the oldest
+    queued ticket's age in seconds (None if none)."""
     health = queue_health(details=False)
-    return {"counts": health.counts, "oldest_queued_age_seconds": health.oldest_queued_age_seconds}
+    counts = {status: count for status, count in health.counts.items() if count}
+    return {"counts": counts, "oldest_queued_age_seconds": health.oldest_queued_age_seconds}
 
 
 @dataclasses.dataclass(frozen=True)

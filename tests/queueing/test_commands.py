@@ -85,14 +85,7 @@ def test_queue_stats_on_an_empty_queue_says_nothing_runs_and_json_is_the_api_ans
     assert lines[-1] == "no ticket is running"
 
     answer = json.loads("\n".join(run("queue_stats", "--json")))
-    assert (
-        answer
-        == queue_stats()
-        == {
-            "counts": {"queued": 0, "running": 0, "completed": 0, "failed": 0, "cancelled": 0, "paused": 0},
-            "oldest_queued_age_seconds": None,
-        }
-    )
+    assert answer == queue_stats() == {"counts": {}, "oldest_queued_age_seconds": None}
 
 
 def test_queue_jobs_status_failed_is_the_dead_letter_list_newest_first(session_id):

@@ -266,27 +266,23 @@ def test_requeue_refuses_a_non_boolean_force(api, session_id):
     assert snapshot(ticket_id)["status"] == "failed"
 
 
-def test_stats_count_every_status_and_the_oldest_queued_age(api, session_id):
-    before = api.get("/queue/stats").json()["counts"]
+def test_stats_count_the_statuses_present_only_and_the_oldest_queued_age(api, session_id):
+    Ticket.objects.all().delete()
     queued = accept(session_id=session_id)
     backdate(queued, field="created_at", seconds=120)
     failed(f"{session_id}-b")
+    failed(f"{session_id}-c")
 
     stats = api.get("/queue/stats").json()
 
-    assert set(stats["counts"]) == {"queued", "running", "completed", "failed", "cancelled", "paused"}
-    assert stats["counts"]["queued"] == before["queued"] + 1
-    assert stats["counts"]["failed"] == before["failed"] + 1
+    assert stats["counts"] == {"queued": 1, "failed": 2}
     assert 120 <= stats["oldest_queued_age_seconds"] < 130
 
 
 def test_stats_of_an_empty_queue(api):
     Ticket.objects.all().delete()
 
-    assert api.get("/queue/stats").json() == {
-        "counts": {"queued": 0, "running": 0, "completed": 0, "failed": 0, "cancelled": 0, "paused": 0},
-        "oldest_queued_age_seconds": None,
-    }
+    assert api.get("/queue/stats").json() == {"counts": {}, "oldest_queued_age_seconds": None}
 
 
 @with_conf("queue", durable=False)
