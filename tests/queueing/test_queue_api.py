@@ -8,7 +8,9 @@ import uuid
 import pytest
 from django.db.models import F
 
+from queueing.executor import Outcome
 from queueing.models import Ticket
+from queueing.tickets import ticket_cancel, ticket_retry
 from tests.conftest import with_conf
 
 from .conftest import accept, backdate, claim, ended, finish, snapshot
@@ -65,6 +67,29 @@ def test_a_job_is_its_ticket_on_the_wire(api, session_id):
         "completed_at": int(row["completed_at"].timestamp()),
         "payload": {"outcomes": ["failed"], "sleep": 0},
     }
+
+
+def test_only_a_running_job_shows_its_lock(api, session_id):
+    running = claim(accept(session_id=f"{session_id}-running"))
+    retrying = claim(accept(session_id=f"{session_id}-retrying", max_attempts=2))
+    ticket_retry(claim=retrying, outcome=Outcome("failed", error="again", retryable=True), delay_seconds=60)
+    settled = {status: ended(f"{session_id}-{status}", status) for status in ("completed", "failed", "paused")}
+    settled["queued"] = retrying.ticket_id
+    settled["cancelled"] = settled.pop("paused")
+    assert ticket_cancel(ticket_id=settled["cancelled"], error="cancelled while paused")
+
+    listed = {job["id"]: job for job in api.get("/queue/jobs", {"limit": 1000}).json()["data"]}
+    shown = {job_id: api.get(f"/queue/jobs/{job_id}").json() for job_id in [running.ticket_id, *settled.values()]}
+
+    lease = snapshot(running.ticket_id)
+    assert {status: snapshot(job_id)["status"] for status, job_id in settled.items()} == {
+        status: status for status in settled
+    }
+    for job in (listed[running.ticket_id], shown[running.ticket_id]):
+        assert (job["locked_by"], job["locked_at"]) == ("w1", int(lease["locked_at"].timestamp()))
+    for job_id in settled.values():
+        assert (listed[job_id]["locked_by"], listed[job_id]["locked_at"]) == (None, None)
+        assert (shown[job_id]["locked_by"], shown[job_id]["locked_at"]) == (None, None)
 
 
 @pytest.mark.parametrize("job_id", [str(uuid.uuid4()), "not-a-uuid"])
