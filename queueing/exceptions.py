@@ -45,6 +45,7 @@ class QueueDisabled(APIException):
 
 
 class BadQueueQuery(APIException):
-    """A `/queue/jobs` filter AgentOS refuses with 400 (an unknown status, an empty session_id or user_id)."""
+    """A `/queue/jobs` query refused with 400: a filter AgentOS refuses (an unknown status, an empty session_id or
+    user_id), or a page beyond the last one PostgreSQL can offset to."""
 
     status_code = status.HTTP_400_BAD_REQUEST

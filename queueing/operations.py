@@ -13,7 +13,7 @@ from agentos_project.conf import current
 from .exceptions import BadQueueQuery, JobFailedRecently, JobNotRequeueable
 from .executor import get_executor
 from .models import Ticket
-from .selectors import JOB_STATUSES, is_ticket_id, ticket_get, tickets_page
+from .selectors import JOB_STATUSES, MAX_OFFSET, is_ticket_id, ticket_get, tickets_page
 from .serializers import ticket_to_wire
 from .tickets import RequeueResult, ticket_requeue
 
@@ -58,7 +58,8 @@ def job_search(
 ) -> dict:
     """`GET /queue/jobs`' answer: one page of jobs matching the filters, and its `meta` (with how long it took).
 
-    Raises `BadQueueQuery` (400, AgentOS' texts) for an unknown status or an empty session_id or user_id.
+    Raises `BadQueueQuery` (400, AgentOS' texts) for an unknown status or an empty session_id or user_id, and for
+    a page whose offset PostgreSQL cannot hold (beyond `MAX_OFFSET`).
     """
     started = time.perf_counter()
     for status in statuses:
@@ -66,6 +67,8 @@ def job_search(
             raise BadQueueQuery(f"Invalid status {status!r}; expected one of {JOB_STATUSES}")
     if not all(session_ids) or user_id == "":
         raise BadQueueQuery("session_id and user_id must not be empty")
+    if (page - 1) * limit > MAX_OFFSET:
+        raise BadQueueQuery(f"page {page} is out of range: (page - 1) * limit must be at most {MAX_OFFSET}")
     tickets, total = tickets_page(
         statuses=statuses,
         session_ids=session_ids,

@@ -94,6 +94,9 @@ def ticket_get(*, ticket_id: str) -> Ticket | None:
     return Ticket.objects.filter(pk=ticket_id).first() if is_ticket_id(ticket_id) else None
 
 
+MAX_OFFSET = 2**63 - 1  # a page's OFFSET is a bigint in PostgreSQL: a larger one is an error, not an empty page
+
+
 def tickets_page(
     *,
     statuses: list[str] | None = None,
@@ -106,7 +109,7 @@ def tickets_page(
 ) -> tuple[list[Ticket], int]:
     """One page of tickets matching every filter given (a list matches any of its values), and how many match in
     all. Sorted by `sort_by` (created_at when it is not one of SORTABLE), empty values last, then by id, so pages
-    never overlap."""
+    never overlap. The caller keeps the page's offset, (page - 1) * limit, within MAX_OFFSET."""
     tickets = Ticket.objects.all()
     if statuses:
         tickets = tickets.filter(status__in=statuses)

@@ -143,6 +143,10 @@ def test_queue_jobs_json_is_the_api_page(session_id):
         (("--limit", "0"), "--limit must be 1 to 1000 and --page at least 1 (got 0 and 1)"),
         (("--limit", "1001"), "--limit must be 1 to 1000 and --page at least 1 (got 1001 and 1)"),
         (("--page", "0"), "--limit must be 1 to 1000 and --page at least 1 (got 20 and 0)"),
+        (
+            ("--page", "1000000000000000000"),
+            "page 1000000000000000000 is out of range: (page - 1) * limit must be at most 9223372036854775807",
+        ),
     ],
 )
 def test_queue_jobs_refuses_a_bad_filter_as_a_usage_error_with_the_api_text(args, message):

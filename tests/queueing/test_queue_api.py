@@ -173,6 +173,25 @@ def test_filters_are_taken_as_sent(api):
     assert api.get("/queue/jobs?session_id=%20").status_code == 200
 
 
+@pytest.mark.parametrize(("page", "limit"), [(10**18, 20), (2**63 + 1, 1), (2**62, 3)])
+def test_a_page_whose_offset_postgresql_cannot_hold_is_400(api, page, limit):
+    response = api.get("/queue/jobs", {"page": page, "limit": limit})
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "detail": f"page {page} is out of range: (page - 1) * limit must be at most 9223372036854775807"
+    }
+
+
+def test_the_last_page_postgresql_can_hold_is_an_empty_page(api, session_id):
+    accept(session_id=session_id)
+
+    response = api.get("/queue/jobs", {"page": 2**63, "limit": 1, "session_id": session_id})
+
+    assert response.status_code == 200
+    assert (response.json()["data"], response.json()["meta"]["total_count"]) == ([], 1)
+
+
 @pytest.mark.parametrize("query", ["session_id=", "session_id=s&session_id=", "user_id="])
 def test_an_empty_session_or_user_filter_is_400(api, query):
     response = api.get(f"/queue/jobs?{query}")
