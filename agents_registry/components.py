@@ -127,13 +127,14 @@ class Workflow(Component):
 
     def run(self, request: RunRequest, ctx: RunContext) -> RunResult:
         """The steps in turn. A step's tool that needs confirmation pauses the workflow (`WorkflowPaused`); the
-        continue resumes that step, then the rest."""
+        continue (`StepExecutorContinued`, as AgentOS resumes a step's agent) resumes that step, then the rest."""
         progress = Progress.read(request)
         if progress is None:
             ctx.emit(event_name(WORKFLOW, "started"), {"steps": [s.name for s in self.steps]})
             progress = Progress(0, [request.message], [])
         else:
-            ctx.emit(event_name(WORKFLOW, "continued"), {"tools": request.decided_tools})
+            executor = _executor(self.steps[progress.index], progress.index)
+            ctx.emit(event_name(WORKFLOW, "continued"), {"tools": request.decided_tools, **executor})
         step_input = progress.outputs[-1]
         for number in range(progress.index, len(self.steps)):
             step = self.steps[number]
@@ -154,3 +155,15 @@ class Workflow(Component):
         messages = [{"role": "user", "content": request.message}, {"role": "assistant", "content": step_input}]
         ctx.emit(event_name(WORKFLOW, "completed"), {"content": step_input})
         return RunResult(RunResult.COMPLETED, step_input, messages, ctx.session_state)
+
+
+def _executor(step: Agent, number: int) -> dict:
+    """How AgentOS' step executor events name the step and its agent."""
+    return {
+        "step_name": step.name,
+        "step_index": number,
+        "step_id": step.id,
+        "executor_id": step.id,
+        "executor_name": step.name,
+        "executor_type": "agent",
+    }

@@ -1,4 +1,4 @@
-"""Event names of CONTRACT section 10, per component kind."""
+"""Event names of CONTRACT section 10, per component kind: only names AgentOS emits, which its clients parse."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ _NAMES = {
         "error": "WorkflowError",
         "cancelled": "WorkflowCancelled",
         "paused": "WorkflowPaused",
-        "continued": "WorkflowContinued",
+        "continued": "StepExecutorContinued",  # a step's agent resumes, as AgentOS tells an executor pause's end
         "tool_started": "ToolCallStarted",
         "tool_completed": "ToolCallCompleted",
         "step_started": "StepStarted",

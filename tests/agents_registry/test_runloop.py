@@ -163,12 +163,16 @@ def test_a_steps_tool_pauses_the_workflow_and_the_continue_resumes_that_step(mak
 
     assert done.content == f"echo: not done: {REJECTED} (history: 0 messages)"
     assert [name for name in recorder.names if name != "RunContent"] == [
-        "WorkflowContinued",
+        "StepExecutorContinued",
         "StepCompleted",
         "StepStarted",
         "StepCompleted",
         "WorkflowCompleted",
     ]
+    step = {"step_name": "Step 1", "step_index": 0, "step_id": "stub-step-1"}
+    executor = {"executor_id": "stub-step-1", "executor_name": "Step 1", "executor_type": "agent"}
+    continued = recorder.events[0][1]
+    assert {key: continued[key] for key in {**step, **executor}} == {**step, **executor}
 
 
 def test_a_cancelled_continuation_runs_none_of_its_confirmed_tools(make_context, recorder):
