@@ -6,6 +6,7 @@ import dataclasses
 
 from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, TEAM, WORKFLOW, event_name
+from .requirements import run_requirements, step_requirement
 from .runloop import Progress, agent_turns, apply_decisions, model_turn, run_agent
 from .tools import Tool
 
@@ -78,7 +79,7 @@ class Team(Component):
 
     def run(self, request: RunRequest, ctx: RunContext) -> RunResult:
         """The members in turn, then the leader. A member's tool that needs confirmation pauses the team
-        (`TeamRunPaused`); the continue resumes that member, then the rest."""
+        (`TeamRunPaused`, its requirements naming that member); the continue resumes that member, then the rest."""
         model = self.leader.model
         messages = [{"role": "user", "content": request.message}]
         progress = Progress.read(request)
@@ -101,7 +102,9 @@ class Team(Component):
             if result.status == RunResult.CANCELLED:
                 return RunResult(RunResult.CANCELLED, "", messages, ctx.session_state)
             if result.status == RunResult.PAUSED:
-                ctx.emit(event_name(TEAM, "paused"), {"tools": result.tools})
+                named = {"member_agent_id": member.id, "member_agent_name": member.name}
+                asked = [{**requirement, **named} for requirement in result.requirements]
+                ctx.emit(event_name(TEAM, "paused"), {"tools": result.tools, "requirements": asked})
                 state = Progress(index, answers, result.messages).record()
                 return RunResult(RunResult.PAUSED, "", [state], ctx.session_state, tools=result.tools)
             answers.append({"role": "assistant", "name": member.id, "content": result.content})
@@ -126,8 +129,9 @@ class Workflow(Component):
         return self.steps[0].model_info
 
     def run(self, request: RunRequest, ctx: RunContext) -> RunResult:
-        """The steps in turn. A step's tool that needs confirmation pauses the workflow (`WorkflowPaused`); the
-        continue (`StepExecutorContinued`, as AgentOS resumes a step's agent) resumes that step, then the rest."""
+        """The steps in turn. A step's tool that needs confirmation pauses the workflow, as AgentOS pauses on a
+        step's agent (`StepExecutorPaused`, then `WorkflowPaused` with its step requirement); the continue
+        (`StepExecutorContinued`) resumes that step, then the rest."""
         progress = Progress.read(request)
         if progress is None:
             ctx.emit(event_name(WORKFLOW, "started"), {"steps": [s.name for s in self.steps]})
@@ -147,7 +151,7 @@ class Workflow(Component):
             if result.status == RunResult.CANCELLED:
                 return RunResult(RunResult.CANCELLED, result.content, step_messages, ctx.session_state)
             if result.status == RunResult.PAUSED:
-                ctx.emit(event_name(WORKFLOW, "paused"), {"tools": result.tools, "step_name": step.name})
+                self._pause(step, number, result.tools, ctx)
                 state = Progress(number, [step_input], result.messages).record()
                 return RunResult(RunResult.PAUSED, "", [state], ctx.session_state, tools=result.tools)
             ctx.emit(event_name(WORKFLOW, "step_completed"), {"step_name": step.name, "content": result.content})
@@ -155,6 +159,24 @@ class Workflow(Component):
         messages = [{"role": "user", "content": request.message}, {"role": "assistant", "content": step_input}]
         ctx.emit(event_name(WORKFLOW, "completed"), {"content": step_input})
         return RunResult(RunResult.COMPLETED, step_input, messages, ctx.session_state)
+
+    @staticmethod
+    def _pause(step: Agent, number: int, tools: list[dict], ctx: RunContext) -> None:
+        """Tell that `step`'s agent paused on `tools`: the step's pause, then the workflow's, with its requirement."""
+        requirements = run_requirements(tools)
+        pending = step_requirement(step_id=step.id, step_name=step.name, step_index=number, requirements=requirements)
+        executor = _executor(step, number)
+        ctx.emit(event_name(WORKFLOW, "executor_paused"), {**executor, "executor_requirements": requirements})
+        paused = {
+            "tools": tools,
+            "step_name": step.name,
+            "status": "PAUSED",
+            "paused_step_index": number,
+            "paused_step_name": step.name,
+            "pause_kind": "executor",
+            "step_requirements": [pending],
+        }
+        ctx.emit(event_name(WORKFLOW, "paused"), paused)
 
 
 def _executor(step: Agent, number: int) -> dict:

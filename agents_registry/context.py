@@ -61,6 +61,7 @@ class RunResult:
     session_state: dict
     tools: list[dict] | None = None
     metrics: dict = dataclasses.field(default_factory=dict)
+    requirements: list[dict] | None = None  # a paused agent's, as its pause event told them (`requirements`)
 
     COMPLETED = "completed"
     PAUSED = "paused"

@@ -37,7 +37,9 @@ _NAMES = {
         "error": "WorkflowError",
         "cancelled": "WorkflowCancelled",
         "paused": "WorkflowPaused",
-        "continued": "StepExecutorContinued",  # a step's agent resumes, as AgentOS tells an executor pause's end
+        # A step's agent that pauses, and its continuation, as AgentOS tells an executor pause of a step.
+        "executor_paused": "StepExecutorPaused",
+        "continued": "StepExecutorContinued",
         "tool_started": "ToolCallStarted",
         "tool_completed": "ToolCallCompleted",
         "step_started": "StepStarted",

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from .chat_models import ToolCall
 from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, event_name
+from .requirements import run_requirements
 from .tools import REJECTED, Tool
 
 MAX_MODEL_TURNS = 10
@@ -108,7 +109,8 @@ def agent_turns(agent, messages: list[dict], ctx: RunContext, kind: str, fields:
 def run_agent(
     agent, request: RunRequest, ctx: RunContext, *, kind: str = AGENT, fields: dict | None = None
 ) -> RunResult:
-    """An agent's leg, with its start (or continuation) and end events; `fields` mark a team member's events."""
+    """An agent's leg, with its start (or continuation) and end events; `fields` mark a team member's events. A
+    paused leg's result carries the requirements its pause event told."""
     fields = fields or {}
     if request.decided_tools is not None:
         ctx.emit(event_name(kind, "continued"), {"tools": request.decided_tools, **fields})
@@ -121,7 +123,8 @@ def run_agent(
     if result.status == RunResult.COMPLETED:
         ctx.emit(event_name(kind, "completed"), {"content": result.content, **fields})
     elif result.status == RunResult.PAUSED:
-        ctx.emit(event_name(kind, "paused"), {"tools": result.tools, **fields})
+        result.requirements = run_requirements(result.tools)
+        ctx.emit(event_name(kind, "paused"), {"tools": result.tools, "requirements": result.requirements, **fields})
     return result
 
 

@@ -9,6 +9,8 @@ import uuid
 from django.db import connection
 
 from agentos_project.postgres.prepared import Prepared
+from agents_registry.events import event_name
+from agents_registry.requirements import PAUSE_FIELDS
 from queueing.selectors import ticket_waiting_on
 
 from .exceptions import RunNotFound
@@ -122,11 +124,13 @@ def run_to_wire(run: Run, *, waiting_on: str | None = None) -> dict:
         "queue_attempt": run.attempt,
     }
     events = [event.data for event in RunEvent.objects.filter(run_id=run.run_id).only("data")]
+    paused = run.status == RunStatus.PAUSED
     optional = {
         "content": run.content,
         "events": events or None,
         "metrics": run.metrics,
-        "tools": run.tools if run.status == RunStatus.PAUSED else None,
+        "tools": run.tools if paused else None,
+        **(pause_asked(run.component_type, events) if paused else {}),
         "tool_decisions": run.tool_decisions or None,  # beyond: what each continue decided
         "cancellation_stage": run.cancellation_stage if run.status == RunStatus.CANCELLED else None,
         "waiting_on": waiting_on,
@@ -135,6 +139,22 @@ def run_to_wire(run: Run, *, waiting_on: str | None = None) -> dict:
     }
     body.update({key: value for key, value in optional.items() if value is not None})
     return body
+
+
+def pause_asked(kind: str, events: list[dict]) -> dict:
+    """What the last pause among a run's stored `events` asked (AgentOS' `requirements`, or a workflow's
+    `step_requirements` and where it paused), as its pause event told it."""
+    paused = event_name(kind, "paused")
+    for event in reversed(events):
+        if event["event"] == paused:
+            return {key: event[key] for key in PAUSE_FIELDS if key in event}
+    return {}
+
+
+def run_pause_asked(*, run_id, kind: str) -> dict:
+    """`pause_asked` of the run's last stored pause event."""
+    last = RunEvent.objects.filter(run_id=run_id, event=event_name(kind, "paused")).order_by("-event_index")
+    return pause_asked(kind, list(last.values_list("data", flat=True)[:1]))
 
 
 def run_stored_events(*, run_id, after: int, before: int | None = None) -> list[dict]:

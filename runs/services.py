@@ -27,7 +27,7 @@ from .idempotency import idempotent_replay
 from .inprocess import InProcessRunner
 from .jsonsafe import storable
 from .models import AgentSession, Run, RunEvent, RunStatus
-from .selectors import run_to_wire
+from .selectors import run_pause_asked, run_to_wire
 from .submission import Accepted, Submission
 
 SESSIONS = AgentSession._meta.db_table
@@ -397,8 +397,9 @@ def run_park(*, run_id) -> None:
     """A continuation leg was lost before it recorded anything: the run is paused again, on the same pending
     calls, and may be continued again (a RunPaused ends any stream that watched the lost leg)."""
     Run.objects.filter(pk=run_id).update(status=RunStatus.PAUSED, continued_tools=None)
-    tools = Run.objects.values_list("tools", flat=True).get(pk=run_id)
-    run_record_end_event(run_id=run_id, event_role="paused", content=PARKED, fields={"tools": tools})
+    tools, kind = Run.objects.values_list("tools", "component_type").get(pk=run_id)
+    asked = run_pause_asked(run_id=run_id, kind=kind)  # the same requirements, so a client's answers still fit
+    run_record_end_event(run_id=run_id, event_role="paused", content=PARKED, fields={"tools": tools, **asked})
 
 
 def run_record_end_event(*, run_id, event_role: str, content: str, fields: dict | None = None) -> None:

@@ -80,7 +80,11 @@ def test_tool_requiring_confirmation_pauses_then_a_confirmed_continue_runs_it(ma
     assert paused.status == "paused"
     assert [t["tool_name"] for t in paused.tools] == ["delete_temp_files"]
     assert paused.tools[0]["requires_confirmation"] is True and paused.tools[0]["confirmed"] is None
-    assert recorder.names[-1] == "RunPaused"
+    name, fields = recorder.events[-1]
+    assert (name, fields["tools"], fields["requirements"]) == ("RunPaused", paused.tools, paused.requirements)
+    [requirement] = paused.requirements
+    assert set(requirement) == {"id", "created_at", "tool_execution"}, "RunRequirement.to_dict() of a pending call"
+    assert requirement["tool_execution"] == paused.tools[0]
 
     decided = [{**paused.tools[0], "confirmed": True}]
     recorder.events.clear()
@@ -120,6 +124,10 @@ def test_a_members_tool_pauses_the_team_and_the_continue_resumes_that_member(mak
         ("RunPaused", "stub-member-1"),
         ("TeamRunPaused", None),
     ]
+    [asked] = recorder.events[-2][1]["requirements"]  # the member's
+    [team_asked] = recorder.events[-1][1]["requirements"]
+    assert team_asked == {**asked, "member_agent_id": "stub-member-1", "member_agent_name": "Member 1"}
+    assert asked["tool_execution"] == paused.tools[0]
 
     recorder.events.clear()
     decided = [{**paused.tools[0], "confirmed": True}]
@@ -152,8 +160,19 @@ def test_a_steps_tool_pauses_the_workflow_and_the_continue_resumes_that_step(mak
     assert [name for name in recorder.names if name != "RunContent"] == [
         "WorkflowStarted",
         "StepStarted",
+        "StepExecutorPaused",
         "WorkflowPaused",
     ]
+    step = {"step_name": "Step 1", "step_index": 0, "step_id": "stub-step-1"}
+    executor = {"executor_id": "stub-step-1", "executor_name": "Step 1", "executor_type": "agent"}
+    step_paused, workflow_paused = recorder.events[-2][1], recorder.events[-1][1]
+    [asked] = step_paused["executor_requirements"]
+    assert {key: step_paused[key] for key in {**step, **executor}} == {**step, **executor}
+    assert asked["tool_execution"] == paused.tools[0]
+    [pending] = workflow_paused["step_requirements"]
+    assert {key: pending[key] for key in step} == step
+    assert (pending["requires_executor_input"], pending["executor_requirements"]) == (True, [asked])
+    assert (workflow_paused["paused_step_index"], workflow_paused["pause_kind"]) == (0, "executor")
 
     recorder.events.clear()
     decided = [{**paused.tools[0], "confirmed": False}]
@@ -169,8 +188,6 @@ def test_a_steps_tool_pauses_the_workflow_and_the_continue_resumes_that_step(mak
         "StepCompleted",
         "WorkflowCompleted",
     ]
-    step = {"step_name": "Step 1", "step_index": 0, "step_id": "stub-step-1"}
-    executor = {"executor_id": "stub-step-1", "executor_name": "Step 1", "executor_type": "agent"}
     continued = recorder.events[0][1]
     assert {key: continued[key] for key in {**step, **executor}} == {**step, **executor}
 

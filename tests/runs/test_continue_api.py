@@ -89,6 +89,20 @@ def test_the_continued_leg_applies_the_decisions_and_keeps_them(api, redis_db):
     assert [[tool["confirmed"] for tool in leg] for leg in run.tool_decisions] == [[False]]
 
 
+def test_a_paused_agents_poll_asks_its_requirements_and_a_finished_ones_does_not(api, redis_db):
+    run_id = paused_run("ct-r1")
+
+    paused = api.get(f"{HITL}/{run_id}", {"session_id": "ct-r1"}).json()
+    [asked] = paused["requirements"]
+    continue_(api, run_id, session_id="ct-r1", tools=json.dumps([{**asked["tool_execution"], "confirmed": True}]))
+    assert worker_execute(ticket_id=run_id) is True
+    done = api.get(f"{HITL}/{run_id}", {"session_id": "ct-r1"}).json()
+
+    stored = RunEvent.objects.get(run_id=run_id, event="RunPaused").data
+    assert (asked, asked["tool_execution"]) == (stored["requirements"][0], paused["tools"][0])
+    assert (done["status"], "requirements" in done, "tools" in done) == ("COMPLETED", False, False)
+
+
 def test_a_continue_while_its_leg_runs_is_409_with_retry_after(api, redis_db):
     run_id = paused_run("ct-3")
     continue_(api, run_id, session_id="ct-3", tools=decided(run_id, True))
@@ -207,6 +221,8 @@ def test_a_lost_continuation_is_parked_only_if_it_ran_no_tool(api, redis_db, app
     if not applied:
         assert run.continued_tools is None and run.tools[0]["confirmed"] is None  # to be decided again
         assert RunEvent.objects.filter(run_id=run_id).last().event == "RunPaused"
+        first, parked = RunEvent.objects.filter(run_id=run_id, event="RunPaused").order_by("event_index")
+        assert parked.data["requirements"] == first.data["requirements"], "the same requirements, to answer again"
 
 
 def test_a_paused_run_whose_cancel_came_while_its_leg_ran_is_cancelled_by_the_next_continue(api, redis_db):
