@@ -1,16 +1,25 @@
-"""What a paused run asks of a person, in AgentOS' shapes (CONTRACT 11).
+"""What a paused run asks of a person, in AgentOS' shapes, and the answers a continue brings back (CONTRACT 11).
 
 A paused agent lists a `RunRequirement` per pending tool call; a paused team lists the requirements of the member
 that paused, naming that member; a paused workflow lists a `StepRequirement` for the step whose agent paused, with
 that agent's requirements inside (`executor_requirements`). Each is the dict AgentOS' `to_dict()` gives, so Agno's
 client reads them with `from_dict` and its human-in-the-loop helpers (`active_requirements`, `confirm()`) work.
+
+A continue answers in the shape its client speaks: the tool executions (`tools`, what AgentOS' agents take), the
+requirements (`requirements`, teams) or the step requirements (`step_requirements`, workflows). `Answers` reads any
+of them into one `confirmed` per tool call.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import uuid
 
+from .events import AGENT, TEAM, WORKFLOW
+
+# The field a continue of each kind answers with in AgentOS (agentos takes any of them on every kind).
+ANSWER_FIELD = {AGENT: "tools", TEAM: "requirements", WORKFLOW: "step_requirements"}
 # What a pause event tells of the pause, beyond its `tools`: the poll of a paused run shows the same.
 PAUSE_FIELDS = ("requirements", "step_requirements", "paused_step_index", "paused_step_name", "pause_kind")
 
@@ -56,3 +65,62 @@ def step_requirement(*, step_id: str, step_name: str, step_index: int, requireme
         "executor_type": "agent",
         "executor_session_id": None,
     }
+
+
+class AnswerInvalid(ValueError):
+    """An answer that names no tool call: `field` is the continue's field it came in."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+@dataclasses.dataclass(frozen=True)
+class Answers:
+    """A continue's answers, as sent: each field None when the client did not send it."""
+
+    tools: list | None = None
+    requirements: list | None = None
+    step_requirements: list | None = None
+
+    @property
+    def sent(self) -> bool:
+        return any(answer is not None for answer in (self.tools, self.requirements, self.step_requirements))
+
+    @property
+    def field(self) -> str:
+        """The field the client answered with (the first sent), for the errors about its answers."""
+        sent = [name for name in ANSWER_FIELD.values() if getattr(self, name) is not None]
+        return sent[0] if sent else "tools"
+
+    def confirmations(self) -> dict[str, object]:
+        """`confirmed` per tool_call_id, as the client set it (not checked here), from every field sent.
+
+        A requirement's answer is its tool execution's `confirmed`, else its own `confirmation`, as AgentOS'
+        `RunRequirement.from_dict` reads it. Raises `AnswerInvalid` for an entry that names no tool call.
+        """
+        found: dict[str, object] = {}
+        for tool in self.tools or []:
+            found.update(_tool_answer(tool, "tools", "each tool must be an object with its tool_call_id"))
+        for requirement in self.requirements or []:
+            found.update(_requirement_answer(requirement, "requirements"))
+        for step in self.step_requirements or []:
+            if not isinstance(step, dict) or not isinstance(step.get("executor_requirements") or [], list):
+                raise AnswerInvalid("step_requirements", "each step requirement must be an object")
+            for requirement in step.get("executor_requirements") or []:
+                found.update(_requirement_answer(requirement, "step_requirements"))
+        return found
+
+
+def _tool_answer(tool, field: str, refusal: str) -> dict[str, object]:
+    if not isinstance(tool, dict) or not isinstance(tool.get("tool_call_id"), str):
+        raise AnswerInvalid(field, refusal)
+    return {tool["tool_call_id"]: tool.get("confirmed")}
+
+
+def _requirement_answer(requirement, field: str) -> dict[str, object]:
+    refusal = "each requirement must be an object with its tool_execution's tool_call_id"
+    if not isinstance(requirement, dict):
+        raise AnswerInvalid(field, refusal)
+    [(call, confirmed)] = _tool_answer(requirement.get("tool_execution"), field, refusal).items()
+    return {call: requirement.get("confirmation") if confirmed is None else confirmed}

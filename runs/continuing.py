@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models.expressions import RawSQL
 
 from agentos_project.exceptions import RequestInvalid
+from agents_registry.requirements import ANSWER_FIELD, AnswerInvalid, Answers
 from queueing.tickets import ticket_continue
 
 from .cancelling import run_cancel_found
@@ -31,12 +32,12 @@ class Continued:
     done: Future | None = None
 
 
-def _invalid(message: str) -> RequestInvalid:
-    return RequestInvalid([{"type": "invalid", "loc": ["body", "tools"], "msg": message, "input": None}])
+def _invalid(message: str, field: str) -> RequestInvalid:
+    return RequestInvalid([{"type": "invalid", "loc": ["body", field], "msg": message, "input": None}])
 
 
 def run_continue(
-    *, kind: str, component_id: str, run_id: str, session_id: str, tools: list, background: bool, stream: bool
+    *, kind: str, component_id: str, run_id: str, session_id: str, answers: Answers, background: bool, stream: bool
 ) -> Continued:
     """Queue the next leg of a paused run with the client's decisions; the 202 body, or a refusal.
 
@@ -74,7 +75,7 @@ def run_continue(
     accepted = Accepted(str(run.run_id), run.session_id, RunStatus.PENDING)
     if waiting:
         return Continued(accepted, run.next_event_index - 1)
-    decided = decisions(pending=run.tools or [], tools=tools)
+    decided = decisions(pending=run.tools or [], answers=answers, kind=kind)
     with transaction.atomic():
         queued = ticket_continue(ticket_id=run.run_id) if run.queued else True
         continued = queued and Run.objects.filter(pk=run.run_id, status=RunStatus.PAUSED).update(
@@ -88,7 +89,7 @@ def run_continue(
             runner.submit(run.run_id)
     if not continued:  # a concurrent continue (or cancel) came first: answer as it now stands
         return run_continue(
-            kind=kind, component_id=component_id, run_id=run_id, session_id=session_id, tools=tools,
+            kind=kind, component_id=component_id, run_id=run_id, session_id=session_id, answers=answers,
             background=background, stream=stream,
         )  # fmt: skip
     if not run.queued and not background:
@@ -96,25 +97,26 @@ def run_continue(
     return Continued(accepted, run.next_event_index - 1)
 
 
-def decisions(*, pending: list[dict], tools: list | None) -> list[dict]:
+def decisions(*, pending: list[dict], answers: Answers, kind: str) -> list[dict]:
     """The pending calls with the client's `confirmed` (and, for a confirmed one, nothing else of theirs).
 
-    Every pending call must be answered, by `tool_call_id`, with `confirmed` true or false; extra fields of the
-    client's tool executions (AgentOS clients send their whole ToolExecution) are ignored.
+    Every pending call must be answered, by `tool_call_id`, with `confirmed` true or false, in any of the shapes
+    AgentOS clients send (`Answers`: tool executions, requirements, step requirements); extra fields of theirs
+    (AgentOS clients send whole objects) are ignored. Without any answer, the field `kind` answers with is missing.
     """
-    if tools is None:
+    if not answers.sent:
+        field = ANSWER_FIELD[kind]
         raise RequestInvalid(
-            [{"type": "missing", "loc": ["body", "tools"], "msg": "This field is required.", "input": None}]
+            [{"type": "missing", "loc": ["body", field], "msg": "This field is required.", "input": None}]
         )
-    answers = {}
-    for tool in tools:
-        if not isinstance(tool, dict) or not isinstance(tool.get("tool_call_id"), str):
-            raise _invalid("each tool must be an object with its tool_call_id")
-        answers[tool["tool_call_id"]] = tool.get("confirmed")
+    try:
+        confirmations = answers.confirmations()
+    except AnswerInvalid as refusal:
+        raise _invalid(str(refusal), refusal.field) from None
     decided = []
     for call in pending:
-        confirmed = answers.get(call["tool_call_id"])
+        confirmed = confirmations.get(call["tool_call_id"])
         if not isinstance(confirmed, bool):
-            raise _invalid(f"tool call {call['tool_call_id']} needs confirmed true or false")
+            raise _invalid(f"tool call {call['tool_call_id']} needs confirmed true or false", answers.field)
         decided.append({**call, "confirmed": confirmed})
     return decided

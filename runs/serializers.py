@@ -97,7 +97,13 @@ class JSONListField(_JSONField):
 
 
 class ContinueSerializer(serializers.Serializer):
-    tools = JSONListField(required=False, default=None)  # required, but checked after the run (404, 409s first)
+    # The answers, in the shape of the client's kind (agentos takes each on every kind): one of them is required,
+    # but checked after the run (404, 409s first).
+    tools = JSONListField(required=False, default=None, help_text="tool executions with `confirmed` (agents)")
+    requirements = JSONListField(required=False, default=None, help_text="requirements, confirmed (teams)")
+    step_requirements = JSONListField(
+        required=False, default=None, help_text="step requirements, their executor requirements confirmed (workflows)"
+    )
     session_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)
     user_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)
     stream = StrictBooleanField(required=False, default=True)

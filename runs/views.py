@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from agentos_project.conf import current
 from agents_registry.registry import ComponentNotFound as RegistryMiss
 from agents_registry.registry import registry
+from agents_registry.requirements import Answers
 
 from . import schemas
 from .cancelling import run_cancel
@@ -124,7 +125,9 @@ class ContinueRunView(APIView):
             component_id=component_id,
             run_id=run_id,
             session_id=data["session_id"],
-            tools=data["tools"],
+            answers=Answers(
+                tools=data["tools"], requirements=data["requirements"], step_requirements=data["step_requirements"]
+            ),
             background=data["background"],
             stream=data["stream"],
         )

@@ -1,9 +1,10 @@
-"""A paused run's requirements in AgentOS' shapes, read back by Agno's own classes."""
+"""A paused run's requirements in AgentOS' shapes (read back by Agno's own classes), and a continue's answers."""
 
+import pytest
 from agno.run.requirement import RunRequirement
 from agno.workflow.types import StepRequirement
 
-from agents_registry.requirements import run_requirements, step_requirement
+from agents_registry.requirements import AnswerInvalid, Answers, run_requirements, step_requirement
 
 CALL = {
     "tool_call_id": "call_1",
@@ -26,7 +27,7 @@ def test_a_pending_call_is_a_requirement_agnos_client_confirms_and_sends_back():
     )
     assert (requirement.needs_confirmation, requirement.tool_execution.tool_call_id) == (True, "call_1")
     requirement.confirm()
-    assert requirement.to_dict()["tool_execution"]["confirmed"] is True
+    assert Answers(requirements=[requirement.to_dict()]).confirmations() == {"call_1": True}
 
 
 def test_a_paused_step_is_a_step_requirement_agnos_client_resolves_through_its_agents_requirements():
@@ -45,3 +46,54 @@ def test_a_paused_step_is_a_step_requirement_agnos_client_resolves_through_its_a
     requirement.reject()
     step.executor_requirements = [requirement.to_dict()]
     assert step.is_resolved
+    assert Answers(step_requirements=[step.to_dict()]).confirmations() == {"call_1": False}
+
+
+@pytest.mark.parametrize(
+    ("requirement", "confirmed"),
+    [
+        ({"tool_execution": {**CALL, "confirmed": True}}, True),
+        ({"confirmation": True, "tool_execution": CALL}, True),  # a bare resolution, as RunRequirement reads it
+        ({"confirmation": True, "tool_execution": {**CALL, "confirmed": False}}, False),  # the nested one wins
+        ({"tool_execution": CALL}, None),  # unanswered: the continue says which call needs an answer
+    ],
+)
+def test_a_requirements_answer_is_its_tool_executions_else_its_own(requirement, confirmed):
+    assert Answers(requirements=[requirement]).confirmations() == {"call_1": confirmed}
+
+
+def test_answers_of_every_field_sent_count():
+    answers = Answers(
+        tools=[{"tool_call_id": "call_1", "confirmed": True}],
+        requirements=[{"tool_execution": {"tool_call_id": "call_2", "confirmed": False}}],
+    )
+
+    assert answers.confirmations() == {"call_1": True, "call_2": False}
+    assert (answers.sent, answers.field, Answers().sent, Answers(step_requirements=[]).field) == (
+        True,
+        "tools",
+        False,
+        "step_requirements",
+    )
+
+
+@pytest.mark.parametrize(
+    ("answers", "field", "message"),
+    [
+        (Answers(tools=[1]), "tools", "each tool must be an object with its tool_call_id"),
+        (Answers(requirements=["x"]), "requirements", "each requirement must be an object with its tool_execution's"),
+        (Answers(requirements=[{"id": "r"}]), "requirements", "each requirement must be an object with its"),
+        (Answers(step_requirements=[[]]), "step_requirements", "each step requirement must be an object"),
+        (
+            Answers(step_requirements=[{"executor_requirements": [{"tool_execution": {}}]}]),
+            "step_requirements",
+            "each requirement must be an object with its tool_execution's tool_call_id",
+        ),
+    ],
+)
+def test_an_answer_naming_no_tool_call_is_refused_naming_its_field(answers, field, message):
+    with pytest.raises(AnswerInvalid) as refused:
+        answers.confirmations()
+
+    assert refused.value.field == field
+    assert str(refused.value).startswith(message)

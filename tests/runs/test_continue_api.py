@@ -7,6 +7,7 @@ import json
 import uuid
 
 import pytest
+from agno.run.requirement import RunRequirement
 from django.db.models import F
 from django.db.models.functions import Now
 
@@ -18,7 +19,7 @@ from queueing.worker import worker_execute
 from runs.execution import mark_tools_applied
 from runs.models import Run, RunEvent
 
-from .conftest import accept_run, row_counts
+from .conftest import accept_run, row_counts, submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HITL = "/agents/hitl-agent/runs"
@@ -101,6 +102,69 @@ def test_a_paused_agents_poll_asks_its_requirements_and_a_finished_ones_does_not
     stored = RunEvent.objects.get(run_id=run_id, event="RunPaused").data
     assert (asked, asked["tool_execution"]) == (stored["requirements"][0], paused["tools"][0])
     assert (done["status"], "requirements" in done, "tools" in done) == ("COMPLETED", False, False)
+
+
+def confirm(requirements: list[dict]) -> list[dict]:
+    """As Agno's client confirms requirements it read: `RunRequirement.from_dict`, `confirm()`, `to_dict()`."""
+    confirmed = [RunRequirement.from_dict(requirement) for requirement in requirements]
+    for requirement in confirmed:
+        requirement.confirm()
+    return [requirement.to_dict() for requirement in confirmed]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "field", "content"),
+    [
+        ("/teams/stub-team", "requirements", "echo: please delete scratch sleep=0 (history: 0 messages)"),
+        ("/workflows/stub-workflow", "step_requirements", "echo: done: tool result received (history: 0 messages)"),
+    ],
+)
+def test_a_team_or_a_workflow_continues_with_the_requirements_its_poll_asked(api, redis_db, prefix, field, content):
+    run_id = submit(api, prefix=prefix, message="please delete scratch sleep=0", session_id="ct-r2").json()["run_id"]
+    assert worker_execute(ticket_id=run_id) is True
+    asked = api.get(f"{prefix}/runs/{run_id}", {"session_id": "ct-r2"}).json()[field]
+    if field == "requirements":
+        answer = confirm(asked)
+    else:
+        answer = [{**step, "executor_requirements": confirm(step["executor_requirements"])} for step in asked]
+
+    response = api.post(
+        f"{prefix}/runs/{run_id}/continue",
+        {"session_id": "ct-r2", "background": "true", "stream": "false", field: json.dumps(answer)},
+        format="multipart",
+    )
+    assert worker_execute(ticket_id=run_id) is True
+
+    assert (response.status_code, response.json()["status"]) == (202, "PENDING")
+    run = Run.objects.get(pk=run_id)
+    assert ([[tool["confirmed"] for tool in leg] for leg in run.tool_decisions], run.status) == ([[True]], "COMPLETED")
+    assert run.content == content
+
+
+@pytest.mark.parametrize(
+    ("prefix", "field"),
+    [
+        ("/agents/hitl-agent", "tools"),
+        ("/teams/stub-team", "requirements"),
+        ("/workflows/stub-workflow", "step_requirements"),
+    ],
+)
+def test_a_continue_without_answers_is_422_naming_the_field_of_its_kind(api, redis_db, prefix, field):
+    run_id = submit(api, prefix=prefix, message="please delete scratch sleep=0", session_id="ct-r3").json()["run_id"]
+    assert worker_execute(ticket_id=run_id) is True
+    before = snapshot(run_id)
+
+    response = api.post(
+        f"{prefix}/runs/{run_id}/continue",
+        {"session_id": "ct-r3", "background": "true", "stream": "false"},
+        format="multipart",
+    )
+
+    assert response.status_code == 422
+    assert [(error["loc"], error["msg"]) for error in response.json()["detail"]] == [
+        (["body", field], "This field is required.")
+    ]
+    assert snapshot(run_id) == before
 
 
 def test_a_continue_while_its_leg_runs_is_409_with_retry_after(api, redis_db):
