@@ -148,17 +148,24 @@ class Workflow(Component):
                 ctx.emit(event_name(WORKFLOW, "step_started"), {"step_name": step.name, "step_index": number})
                 step_messages = [{"role": "user", "content": step_input}]
             result = agent_turns(step, step_messages, ctx, WORKFLOW)
+            metrics = self._metrics(completed=number)
             if result.status == RunResult.CANCELLED:
-                return RunResult(RunResult.CANCELLED, result.content, step_messages, ctx.session_state)
+                return RunResult(RunResult.CANCELLED, result.content, step_messages, ctx.session_state, metrics=metrics)
             if result.status == RunResult.PAUSED:
                 self._pause(step, number, result.tools, ctx)
                 state = Progress(number, [step_input], result.messages).record()
-                return RunResult(RunResult.PAUSED, "", [state], ctx.session_state, tools=result.tools)
+                return RunResult(RunResult.PAUSED, "", [state], ctx.session_state, tools=result.tools, metrics=metrics)
             ctx.emit(event_name(WORKFLOW, "step_completed"), {"step_name": step.name, "content": result.content})
             step_input = result.content
         messages = [{"role": "user", "content": request.message}, {"role": "assistant", "content": step_input}]
         ctx.emit(event_name(WORKFLOW, "completed"), {"content": step_input})
-        return RunResult(RunResult.COMPLETED, step_input, messages, ctx.session_state)
+        metrics = self._metrics(completed=len(self.steps))
+        return RunResult(RunResult.COMPLETED, step_input, messages, ctx.session_state, metrics=metrics)
+
+    def _metrics(self, *, completed: int) -> dict:
+        """The run's metrics as AgentOS' `WorkflowMetrics` has them: one entry per step completed so far (the run
+        adds its `duration`)."""
+        return {"steps": {step.name: _step_metrics(step) for step in self.steps[:completed]}}
 
     @staticmethod
     def _pause(step: Agent, number: int, tools: list[dict], ctx: RunContext) -> None:
@@ -177,6 +184,11 @@ class Workflow(Component):
             "step_requirements": [pending],
         }
         ctx.emit(event_name(WORKFLOW, "paused"), paused)
+
+
+def _step_metrics(step: Agent) -> dict:
+    """A step's entry in its workflow's metrics (AgentOS' `StepMetrics`; the step's own run measures nothing)."""
+    return {"step_name": step.name, "executor_type": "agent", "executor_name": step.name, "metrics": None}
 
 
 def _executor(step: Agent, number: int) -> dict:

@@ -1,5 +1,7 @@
 """The run loop: events and results of agents, teams, workflows, and a paused tool call continued."""
 
+from agno.workflow.types import WorkflowMetrics
+
 from agents_registry.context import RunRequest
 from agents_registry.registry import registry
 from agents_registry.runloop import REJECTED
@@ -62,6 +64,11 @@ def test_workflow_feeds_each_step_the_previous_output(make_context, recorder):
     result = registry.get("workflow", "stub-workflow").run(RunRequest(message="w sleep=0"), make_context())
 
     assert result.content == "echo: echo: w sleep=0 (history: 0 messages) (history: 0 messages)"
+    metrics = WorkflowMetrics.from_dict({**result.metrics, "duration": 1.5})  # as AgentOS clients read them
+    assert ([(m.step_name, m.executor_type) for m in metrics.steps.values()], metrics.duration) == (
+        [("Step 1", "agent"), ("Step 2", "agent")],
+        1.5,
+    )
     structural = [name for name in recorder.names if name != "RunContent"]
     assert structural == [
         "WorkflowStarted",
@@ -181,6 +188,7 @@ def test_a_steps_tool_pauses_the_workflow_and_the_continue_resumes_that_step(mak
     )
 
     assert done.content == f"echo: not done: {REJECTED} (history: 0 messages)"
+    assert (list(paused.metrics["steps"]), list(done.metrics["steps"])) == ([], ["Step 1", "Step 2"])
     assert [name for name in recorder.names if name != "RunContent"] == [
         "StepExecutorContinued",
         "StepCompleted",
