@@ -1,18 +1,35 @@
 """Agno's own AgentOS client (the `agno` package) against agentos: it streams a run and reads typed events, runs
-one inline, and cancels one (CONTRACT 3.6: an AgentOS client must be able to run, stream and cancel)."""
+one inline, cancels one (CONTRACT 3.6: an AgentOS client must be able to run, stream and cancel), and confirms
+the tool calls of paused agents, teams and workflows as Agno's human-in-the-loop docs do: read the paused run's
+requirements, confirm them, continue with them (CONTRACT 11)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
+import requests
 from agno.client import AgentOSClient
-from agno.models.response import ToolExecution
-from agno.run.agent import RunCompletedEvent, RunContentEvent, RunStartedEvent
+from agno.run.agent import RunCompletedEvent, RunContentEvent, RunOutput, RunStartedEvent
+from agno.run.requirement import RunRequirement
+from agno.run.team import RunCompletedEvent as TeamRunCompletedEvent
+from agno.run.team import RunContinuedEvent as TeamRunContinuedEvent
+from agno.run.team import RunPausedEvent as TeamRunPausedEvent
+from agno.run.team import TeamRunOutput
+from agno.run.workflow import (
+    StepExecutorContinuedEvent,
+    StepExecutorPausedEvent,
+    WorkflowCompletedEvent,
+    WorkflowPausedEvent,
+    WorkflowRunOutput,
+)
+from agno.workflow.types import StepRequirement
 
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
+DELETE = "please delete scratch sleep=0"
 
 
 @pytest.fixture(scope="module")
@@ -21,6 +38,39 @@ def run():
     loop = asyncio.new_event_loop()
     yield loop.run_until_complete
     loop.close()
+
+
+@pytest.fixture
+def agno_errors():
+    """The errors Agno's client logs, as their messages (an event it does not know is logged and skipped). Its
+    logger does not propagate to the root, so pytest's capture does not see it."""
+    messages: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            messages.append(record.getMessage())
+
+    handler = Collect(level=logging.ERROR)
+    logging.getLogger("agno").addHandler(handler)
+    yield messages
+    logging.getLogger("agno").removeHandler(handler)
+
+
+def polled(web, prefix: str, run_id: str, session_id: str, status: str) -> dict:
+    """The run's poll (`GET {prefix}/runs/{run_id}`) once it has `status`."""
+
+    def body():
+        answer = requests.get(f"{web.url}{prefix}/runs/{run_id}", params={"session_id": session_id}, timeout=10)
+        assert answer.status_code == 200, answer.text
+        return answer.json()["status"] == status and answer.json()
+
+    return wait_until(body, timeout=20, what=f"run {run_id} to be {status}")
+
+
+def confirmed(requirements: list[RunRequirement]) -> list[RunRequirement]:
+    for requirement in requirements:
+        requirement.confirm()
+    return requirements
 
 
 def test_agnos_client_streams_a_run_as_typed_events(start_web, run):
@@ -71,34 +121,148 @@ def test_agnos_client_runs_inline_and_cancels_a_background_run(start_web, start_
     assert cancelled["cancellation_stage"] == "EXECUTING"
 
 
-def test_agnos_client_continues_a_paused_run_through_the_queue(start_web, start_worker, run):
+def test_agnos_client_confirms_an_agents_polled_requirements_and_continues_with_their_tools(
+    start_web, start_worker, run, agno_errors
+):
     start_worker()
     web = start_web()
     client = AgentOSClient(base_url=web.url)
 
-    accepted = run(
-        client.run_agent("hitl-agent", "please delete scratch sleep=0", session_id="ag-4", background="true")
-    )
-    paused = wait_until(
-        lambda: (body := web.poll(accepted.run_id, "ag-4", "hitl-agent"))["status"] == "PAUSED" and body,
-        timeout=20,
-        what="the run to pause",
-    )
-    tools = [ToolExecution.from_dict(tool) for tool in paused["tools"]]
-    for tool in tools:
-        tool.confirmed = True
+    accepted = run(client.run_agent("hitl-agent", DELETE, session_id="ag-4", background="true"))
+    paused = RunOutput.from_dict(polled(web, "/agents/hitl-agent", accepted.run_id, "ag-4", "PAUSED"))
+    requirements = confirmed(paused.active_requirements)
     continued = run(
-        client.continue_agent_run("hitl-agent", accepted.run_id, tools, session_id="ag-4", background="true")
+        client.continue_agent_run(
+            "hitl-agent",
+            accepted.run_id,
+            [requirement.tool_execution for requirement in requirements],
+            session_id="ag-4",
+            background="true",
+        )
     )
-    done = wait_until(
-        lambda: (body := web.poll(accepted.run_id, "ag-4", "hitl-agent"))["status"] == "COMPLETED" and body,
-        timeout=20,
-        what="the run to complete",
-    )
+    done = polled(web, "/agents/hitl-agent", accepted.run_id, "ag-4", "COMPLETED")
 
+    assert [r.tool_execution.tool_name for r in requirements] == ["delete_temp_files"]
+    assert [r.tool_execution.tool_call_id for r in requirements] == [tool.tool_call_id for tool in paused.tools]
     assert (str(accepted.status.value), continued.run_id, str(continued.status.value)) == (
         "PENDING",
         accepted.run_id,
         "PENDING",
     )
     assert (done["content"], done["queue_attempt"]) == ("done: tool result received", 2)
+    assert RunOutput.from_dict(done).active_requirements == []
+    assert agno_errors == []
+
+
+def test_agnos_client_confirms_a_team_members_tool_from_the_polled_requirements(
+    start_web, start_worker, run, agno_errors
+):
+    start_worker()
+    web = start_web()
+    client = AgentOSClient(base_url=web.url)
+
+    accepted = run(client.run_team("stub-team", DELETE, session_id="ag-t1", background="true"))
+    paused = TeamRunOutput.from_dict(polled(web, "/teams/stub-team", accepted.run_id, "ag-t1", "PAUSED"))
+    requirements = paused.active_requirements
+    asked = [(r.tool_execution.tool_name, r.member_agent_id, r.member_agent_name) for r in requirements]
+    continued = run(
+        client.continue_team_run(
+            "stub-team", accepted.run_id, confirmed(requirements), session_id="ag-t1", background="true"
+        )
+    )
+    done = polled(web, "/teams/stub-team", accepted.run_id, "ag-t1", "COMPLETED")
+
+    assert asked == [("delete_temp_files", "stub-member-1", "Member 1")]
+    assert (continued.run_id, continued.status) == (accepted.run_id, "PENDING")
+    assert (done["content"], done["queue_attempt"]) == (f"echo: {DELETE} (history: 0 messages)", 2)
+    member_results = [e["tool"]["result"] for e in done["events"] if e["event"] == "ToolCallCompleted"]
+    assert member_results == ["deleted temporary files in /tmp"]
+    assert TeamRunOutput.from_dict(done).active_requirements == []
+    assert agno_errors == []
+
+
+def test_agnos_client_streams_a_teams_pause_and_its_confirmed_continuation(start_web, start_worker, run, agno_errors):
+    start_worker()
+    web = start_web()
+    client = AgentOSClient(base_url=web.url)
+
+    async def first_leg():
+        return [e async for e in client.run_team_stream("stub-team", DELETE, session_id="ag-t2", background="true")]
+
+    before = run(first_leg())
+    requirements = confirmed(before[-1].active_requirements)
+
+    async def second_leg():
+        continuing = client.continue_team_run_stream(
+            "stub-team", before[-1].run_id, requirements, session_id="ag-t2", background="true"
+        )
+        return [event async for event in continuing]
+
+    after = run(second_leg())
+
+    assert type(before[-1]) is TeamRunPausedEvent
+    assert [r.tool_execution.tool_name for r in requirements] == ["delete_temp_files"]
+    assert (type(after[0]), type(after[-1])) == (TeamRunContinuedEvent, TeamRunCompletedEvent)
+    assert after[-1].content == f"echo: {DELETE} (history: 0 messages)"
+    assert [event.event_index for event in before + after] == list(range(len(before) + len(after)))
+    assert agno_errors == []
+
+
+def test_agnos_client_confirms_a_workflow_steps_tool_from_the_polled_step_requirements(
+    start_web, start_worker, run, agno_errors
+):
+    start_worker()
+    web = start_web()
+    client = AgentOSClient(base_url=web.url)
+
+    accepted = run(client.run_workflow("stub-workflow", DELETE, session_id="ag-w1", background="true"))
+    paused = WorkflowRunOutput.from_dict(polled(web, "/workflows/stub-workflow", accepted.run_id, "ag-w1", "PAUSED"))
+    [step] = paused.steps_requiring_executor_resolution
+    asked = [RunRequirement.from_dict(requirement) for requirement in step.executor_requirements]
+    step.executor_requirements = [requirement.to_dict() for requirement in confirmed(asked)]
+    continued = run(
+        client.continue_workflow_run("stub-workflow", accepted.run_id, [step], session_id="ag-w1", background="true")
+    )
+    done = WorkflowRunOutput.from_dict(  # parses every stored event: an unknown one raises
+        polled(web, "/workflows/stub-workflow", accepted.run_id, "ag-w1", "COMPLETED")
+    )
+
+    assert (paused.is_paused, step.step_name, step.step_index, step.executor_name) == (True, "Step 1", 0, "Step 1")
+    assert [r.tool_execution.tool_name for r in asked] == ["delete_temp_files"]
+    assert (continued.run_id, continued.status) == (accepted.run_id, "PENDING")
+    assert done.content == "echo: done: tool result received (history: 0 messages)"
+    assert done.steps_requiring_executor_resolution == []
+    assert agno_errors == []
+
+
+def test_agnos_client_streams_a_workflows_pause_and_its_confirmed_continuation(
+    start_web, start_worker, run, agno_errors
+):
+    start_worker()
+    web = start_web()
+    client = AgentOSClient(base_url=web.url)
+
+    async def first_leg():
+        streaming = client.run_workflow_stream("stub-workflow", DELETE, session_id="ag-w2", background="true")
+        return [event async for event in streaming]
+
+    before = run(first_leg())
+    [step] = [StepRequirement.from_dict(requirement) for requirement in before[-1].step_requirements]
+    asked = [RunRequirement.from_dict(requirement) for requirement in step.executor_requirements]
+    step.executor_requirements = [requirement.to_dict() for requirement in confirmed(asked)]
+
+    async def second_leg():
+        continuing = client.continue_workflow_run_stream(
+            "stub-workflow", before[-1].run_id, [step], session_id="ag-w2", background="true"
+        )
+        return [event async for event in continuing]
+
+    after = run(second_leg())
+
+    assert [type(event) for event in before[-2:]] == [StepExecutorPausedEvent, WorkflowPausedEvent]
+    asked_ids = [requirement.tool_execution.tool_call_id for requirement in asked]
+    assert [r["tool_execution"]["tool_call_id"] for r in before[-2].executor_requirements] == asked_ids
+    assert (type(after[0]), type(after[-1])) == (StepExecutorContinuedEvent, WorkflowCompletedEvent)
+    assert after[-1].content == "echo: done: tool result received (history: 0 messages)"
+    assert [event.event_index for event in before + after] == list(range(len(before) + len(after)))
+    assert agno_errors == []
