@@ -14,7 +14,6 @@ from agentos_project.exceptions import RequestInvalid
 from agents_registry.requirements import ANSWER_FIELD, AnswerInvalid, Answers
 from queueing.tickets import ticket_continue
 
-from .cancelling import run_cancel_found
 from .exceptions import ContinueRefused, LegSettling, RunNotFound
 from .models import Run, RunStatus
 from .selectors import run_find
@@ -47,17 +46,13 @@ def run_continue(
     Checked in order: unknown run (404), cancelled, a leg of an earlier continue still executing (409 with
     Retry-After), not paused, a queue-owned run continued without background=true, a stream asked of a run
     submitted without one (all 409); then an earlier continue still queued answers the same 202 (a double
-    click); then decisions that do not answer every pending call (422). A paused run whose cancel was asked
-    while its leg ran is cancelled now (409, cancelled). Then, in one transaction, the ticket (paused → queued,
-    one more attempt, same place; guarded, and taken first, as a cancel takes it) and the run's row (paused →
-    PENDING, guarded) change together.
+    click); then decisions that do not answer every pending call (422). Then, in one transaction, the ticket
+    (paused → queued, one more attempt, same place; guarded, and taken first, as a cancel takes it) and the run's
+    row (paused → PENDING, guarded) change together.
     """
     run = run_find(kind=kind, component_id=component_id, run_id=run_id, session_id=session_id)
     if run is None:
         raise RunNotFound()
-    if run.status == RunStatus.PAUSED and run.cancel_requested_at is not None:
-        run_cancel_found(run)
-        run.status = RunStatus.CANCELLED
     waiting = run.continued_tools is not None and run.status == RunStatus.PENDING
     if run.status == RunStatus.CANCELLED:
         raise ContinueRefused(f"Cannot continue run {run.run_id}: run is cancelled")

@@ -9,13 +9,14 @@ import uuid
 import pytest
 from agno.run.requirement import RunRequirement
 from django.db.models import F
-from django.db.models.functions import Now
 
 from agentos_project.conf import current
+from queueing.executor import get_executor
 from queueing.models import Ticket
+from queueing.settle import settle_attempt
 from queueing.sweeper import sweep_once
 from queueing.tickets import ticket_claim
-from queueing.worker import worker_execute
+from queueing.worker import worker_execute, worker_identity
 from runs.execution import mark_tools_applied
 from runs.models import Run, RunEvent
 
@@ -289,11 +290,15 @@ def test_a_lost_continuation_is_parked_only_if_it_ran_no_tool(api, redis_db, app
         assert parked.data["requirements"] == first.data["requirements"], "the same requirements, to answer again"
 
 
-def test_a_paused_run_whose_cancel_came_while_its_leg_ran_is_cancelled_by_the_next_continue(api, redis_db):
-    run_id = paused_run("ct-8")
-    Run.objects.filter(pk=run_id).update(cancel_requested_at=Now())
+def test_a_run_whose_cancel_came_as_its_leg_paused_cannot_be_continued_and_runs_no_tool(api, redis_db):
+    run_id = accept_run(session_id="ct-8", message="please delete scratch sleep=0", component="hitl-agent")
+    claim = ticket_claim(ticket_id=run_id, worker_id=worker_identity(), grace_seconds=60)
+    outcome = get_executor().execute(claim)  # paused, past its last checkpoint
+    api.post(f"{HITL}/{run_id}/cancel?session_id=ct-8")
+    settle_attempt(claim, outcome)
+    tools = json.dumps([{**tool, "confirmed": True} for tool in outcome.result.result.tools])
 
-    response = continue_(api, run_id, session_id="ct-8", tools=decided(run_id, True))
+    response = continue_(api, run_id, session_id="ct-8", tools=tools)
 
     assert (response.status_code, response.json()) == (
         409,
@@ -302,6 +307,10 @@ def test_a_paused_run_whose_cancel_came_while_its_leg_ran_is_cancelled_by_the_ne
     run = Run.objects.get(pk=run_id)
     assert (run.status, run.cancellation_stage, Ticket.objects.get(pk=run_id).status) == (
         "CANCELLED",
-        "PAUSED",
+        "EXECUTING",
         "cancelled",
     )
+    assert list(RunEvent.objects.filter(run_id=run_id).values_list("event", flat=True)) == [
+        "RunStarted",
+        "RunCancelled",
+    ], "no tool ran, and no pause was told"
