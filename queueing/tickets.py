@@ -761,7 +761,8 @@ class RequeueResult(enum.Enum):
 
 
 def ticket_requeue(*, ticket_id: str, grace_seconds: float, force: bool = False) -> RequeueResult:
-    """A dead letter back in line: failed | cancelled → queued with exactly one more attempt, at the back.
+    """A dead letter back in line: failed | cancelled → queued with exactly one more attempt, at the back, the cancel
+    asked of its last attempt (if any) forgotten.
 
     A ticket failed less than `grace_seconds` ago may still have a live (presumed dead) worker: refused
     unless `force`. Takes the session lock; the new `session_seq` is 1 + the largest live one, and the
@@ -782,7 +783,7 @@ def ticket_requeue(*, ticket_id: str, grace_seconds: float, force: bool = False)
             UPDATE {TABLE} AS t SET status = 'queued', max_attempts = t.attempt + 1,
                    session_seq = line.last_seq + 1, is_head = t.serialized AND NOT line.occupied,
                    available_at = statement_timestamp(), locked_by = NULL, locked_at = NULL, completed_at = NULL,
-                   updated_at = statement_timestamp()
+                   cancel_requested_at = NULL, updated_at = statement_timestamp()
             FROM line, old
             WHERE t.id = %s AND t.id = old.id  -- by its key (see _claiming): its state is tested apart
               AND (SELECT t.status IN ('failed', 'cancelled') AND (%s OR NOT ({recent})))

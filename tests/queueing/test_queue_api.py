@@ -10,7 +10,9 @@ from django.db.models import F
 
 from queueing.executor import Outcome
 from queueing.models import Ticket
+from queueing.settle import settle_attempt
 from queueing.tickets import ticket_cancel, ticket_retry
+from queueing.worker import worker_execute
 from tests.conftest import with_conf
 
 from .conftest import accept, backdate, claim, ended, finish, snapshot
@@ -238,20 +240,25 @@ def test_requeue_gives_one_more_attempt_at_the_back_of_its_session(api, session_
 
 
 @pytest.mark.parametrize("clear", ["true", "false"])
-def test_requeue_of_a_cancelled_job_with_or_without_clear_cancellation(api, session_id, executor, clear):
-    """Either way the requeued run executes again: the executor forgets the cancellation (CONTRACT 3.7, beyond)."""
-    ticket_id = accept(session_id=session_id)
-    executor.cancel(ticket_id)
+def test_requeue_of_a_job_cancelled_while_it_ran_really_executes_it_again(api, session_id, executor, clear):
+    """With or without clear_cancellation, the cancel asked of the job's last attempt is forgotten (AgentOS
+    re-cancels the re-driven attempt unless asked to clear: CONTRACT 3.7, beyond): its next attempt pauses."""
+    ticket_id = accept(session_id=session_id, outcomes=("paused", "paused"))
+    owner = claim(ticket_id)
+    outcome = executor.execute(owner)
+    assert executor.cancel(ticket_id) == "requested"
+    settle_attempt(owner, outcome)  # its pause gives way to the cancel asked meanwhile
+    cancelled = snapshot(ticket_id)
 
     job = api.post(f"/queue/jobs/{ticket_id}/requeue?clear_cancellation={clear}").json()
+    requeued = snapshot(ticket_id)
+    assert worker_execute(ticket_id=ticket_id) is True
 
-    assert (job["status"], job["attempt"], job["max_attempts"], job["error"]) == (
-        "queued",
-        0,
-        1,
-        "cancelled by the fake",
-    )
-    assert snapshot(ticket_id)["is_head"] is True
+    assert (cancelled["status"], cancelled["cancel_requested_at"] is not None) == ("cancelled", True)
+    assert (job["status"], job["attempt"], job["max_attempts"]) == ("queued", 1, 2)
+    assert (requeued["cancel_requested_at"], requeued["is_head"]) == (None, True)
+    assert executor.executed == [(ticket_id, 1), (ticket_id, 2)]
+    assert (snapshot(ticket_id)["status"], snapshot(ticket_id)["attempt"]) == ("paused", 2)
 
 
 def test_requeue_within_the_grace_is_409_unless_forced(api, session_id):

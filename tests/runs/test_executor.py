@@ -92,16 +92,57 @@ def test_a_cancel_marked_on_the_row_before_the_leg_read_it_stops_the_run_at_once
     assert Ticket.objects.get(pk=run_id).status == "cancelled"
 
 
-def test_a_permanent_error_is_not_retried_whatever_the_budget(redis_db):
-    agent = registry.register(Agent(id="retired-agent", name="Retired", model=StubModel()))
-    run_id = accept_run(session_id="permanent-1", component="retired-agent", max_attempts=3)
-    registry.unregister(agent.kind, agent.id)
+class CallingModel:
+    """A model that calls the tool `name` with `arguments` (a model's mistake the run loop cannot retry away)."""
+
+    id, provider = "calling", "test"
+
+    def __init__(self, name: str, arguments: dict):
+        self.call = ToolCall(id="call_1", name=name, arguments=arguments)
+
+    def stream(self, messages, tools, ctx):
+        yield self.call
+
+
+def read_file(path: str) -> str:
+    return f"read {path}"
+
+
+READ_FILE = Tool(name="read_file", description="", parameters={}, function=read_file)
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (("read_file", {"file": "x"}), "Invalid arguments for tool read_file: read_file() got an unexpected keyword"),
+        (("write_file", {"path": "x"}), "Agent calling-agent has no tool named 'write_file'"),
+        (("retired", {}), "Component agent 'calling-agent' is not registered here"),
+    ],
+    ids=["invalid arguments", "unknown tool", "unregistered component"],
+)
+def test_a_permanent_error_is_not_retried_whatever_the_budget(redis_db, call, error):
+    agent = registry.register(Agent(id="calling-agent", name="Calling", model=CallingModel(*call), tools=(READ_FILE,)))
+    run_id = accept_run(session_id=f"permanent-{call[0]}", component="calling-agent", max_attempts=3)
+    if call[0] == "retired":
+        registry.unregister(agent.kind, agent.id)
+    try:
+        assert worker_execute(ticket_id=run_id) is True
+    finally:
+        registry.unregister(agent.kind, agent.id)
+
+    ticket, run = Ticket.objects.get(pk=run_id), Run.objects.get(pk=run_id)
+    assert (ticket.status, ticket.attempt, ticket.max_attempts, run.status) == ("failed", 1, 3, "ERROR")
+    assert run.content.startswith(error) and ticket.error == run.content
+    assert RunEvent.objects.filter(run_id=run_id).last().event == "RunError"
+
+
+def test_an_error_of_the_model_is_retried_while_budget_is_left(redis_db):
+    run_id = accept_run(session_id="transient-1", message="explode sleep=0", max_attempts=3)
 
     assert worker_execute(ticket_id=run_id) is True
 
-    ticket = Ticket.objects.get(pk=run_id)
-    assert (ticket.status, ticket.attempt) == ("failed", 1)
-    assert Run.objects.get(pk=run_id).content == "Component agent 'retired-agent' is not registered here"
+    ticket, run = Ticket.objects.get(pk=run_id), Run.objects.get(pk=run_id)
+    assert (ticket.status, ticket.attempt, ticket.error, run.status) == ("queued", 1, "stub model exploded", "PENDING")
 
 
 def test_the_hand_off_runs_the_session_in_order_each_run_seeing_the_history_before_it(redis_db):
