@@ -1,56 +1,23 @@
-"""`/ui/` in a real browser (headless Chromium driven by Selenium) against a real `serve`: the seed scenario
-submitted through the page's form and drawn in order, and a paused run continued from its bar.
-
-Chromium and its driver are Debian packages (`chromium`, `chromium-driver`) that `.ci/run` installs; without them
-these tests are skipped, unless AGENTOS_REQUIRE_BROWSER is set (as `.ci/run` sets it), where they fail instead.
+"""`/ui/` in a real browser (headless Chromium driven by Selenium, tests/e2e/conftest.py) against a real `serve`:
+the seed scenario submitted through the page's form and drawn in order, and a paused run continued from its bar.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-if not (CHROMIUM and DRIVER) and os.environ.get("AGENTOS_REQUIRE_BROWSER"):
-    raise RuntimeError("AGENTOS_REQUIRE_BROWSER is set but chromium / chromedriver are not installed")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs the Debian packages chromium and chromium-driver"),
-]
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--window-size=1400,900",
-]
+from .conftest import needs_browser
+
+pytestmark = [pytest.mark.slow, needs_browser]
+
 BARS = """return [...document.querySelectorAll('.bar[data-run-id]')].map((bar) => {
   const box = bar.getBoundingClientRect();
   return {text: bar.dataset.text, status: bar.dataset.status, start: Number(bar.dataset.start),
           end: Number(bar.dataset.end), left: box.left, right: box.right,
           session: bar.closest('.lane').dataset.session};
 });"""
-
-
-@pytest.fixture
-def browser(tmp_path):
-    options = Options()
-    options.binary_location = CHROMIUM
-    for flag in (*FLAGS, f"--user-data-dir={tmp_path / 'chromium'}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
-    yield driver
-    driver.quit()
 
 
 def bars(browser) -> dict[str, dict]:
