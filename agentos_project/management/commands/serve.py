@@ -1,5 +1,8 @@
 """`python manage.py serve`: web (ASGI) + worker + sweeper in the foreground, supervised, stopped together.
 
+Before starting them it migrates the database and, unless `--worker-only`, collects the static files (the Django
+admin's) into STATIC_ROOT, from where the web serves them (`agentos_project.middleware.StaticFilesMiddleware`).
+
 Without DATABASE_URL / REDIS_URL it first starts the embedded PostgreSQL and Redis (agentos_project.embedded),
 holding `.run/` so that a second serve of the same checkout refuses instead of sharing or stopping them.
 Every refusal to start is one line on stderr and exit status 1.
@@ -54,6 +57,8 @@ class Command(BaseCommand):
             embedded = self._start_embedded()
             self._check_configured_services()
             call_command("migrate", interactive=False, verbosity=0)
+            if not worker_only:  # the admin's CSS and scripts, which the web serves from STATIC_ROOT
+                call_command("collectstatic", interactive=False, verbosity=0)
             commands = self._commands(host, port, web_only=web_only, worker_only=worker_only)
             self._say(f"agentos serving on http://{host}:{port} ({', '.join(commands)}); Ctrl-C stops it")
             child_env = self._child_env(embedded)
