@@ -203,7 +203,8 @@ class ConfigView(APIView):
 
 
 class TimelinePageView(TemplateView):
-    """`/ui/`: the live timeline page (a template with its script inline; it loads nothing from elsewhere). The page
-    itself holds no data; what it shows comes from the API, with the bearer token the visitor gives it."""
+    """`/ui/`: the live timeline page (a template with its script inline, kept in two included files,
+    `runs/timeline/runs.js` and `runs/timeline/draw.js`; it loads nothing from elsewhere). The page itself holds no
+    data; what it shows comes from the API, with the bearer token the visitor gives it."""
 
     template_name = "runs/timeline.html"
