@@ -122,7 +122,7 @@ SPECTACULAR_SETTINGS = {
 # Celery: the broker carries ticket ids only; PostgreSQL holds the truth, so results are not stored. Worker task
 # events are off unless AGENTOS_TASK_EVENTS=true (they cost a worker about a tenth of its CPU per run here); Flower
 # turns them on by itself while it watches (`enable_events`). The publisher's task-sent events stay off: they cost
-# a fifth of the drain rate here (docs/benchmarks.md).
+# a fifth of the drain rate here (docs/benchmarks-history.md).
 CELERY_BROKER_URL = AGENTOS.services.celery_broker_url
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
