@@ -630,13 +630,18 @@ def _change_stale_spent(ticket_id: str, grace_seconds: float, **changes) -> dict
     """Under the session's lock, apply `changes` to the ticket if it is running with a lease older than the grace,
     no budget left and no cancel asked; its session_id, attempt and lost worker if it was, else None (a heartbeat,
     another sweep or a cancel won)."""
+    return _change_stale(ticket_id, grace_seconds, "attempt >= max_attempts AND cancel_requested_at IS NULL", changes)
+
+
+def _change_stale(ticket_id: str, grace_seconds: float, condition: str, changes: dict) -> dict | None:
+    """Under the session's lock, apply `changes` (and clear the lease) to the ticket if it is running with a lease
+    older than the grace and `condition` holds; its session_id, attempt and lost worker if it was, else None."""
     ticket = Ticket.objects.filter(pk=ticket_id).values("session_id", "attempt", worker=F("locked_by")).first()
     if ticket is None:
         return None
     session_lock(ticket["session_id"])
     stale = _while(
-        "status = 'running' AND attempt >= max_attempts AND cancel_requested_at IS NULL"
-        " AND locked_at < statement_timestamp() - %s * interval '1 second'",
+        f"status = 'running' AND {condition} AND locked_at < statement_timestamp() - %s * interval '1 second'",
         [grace_seconds],
     )
     updated = Ticket.objects.filter(stale, pk=ticket_id).update(
@@ -712,18 +717,9 @@ def ticket_cancel_stale(*, ticket_id: str, grace_seconds: float) -> bool:
     mirrors it (previous status running) in the same transaction; the session's next ticket is released.
     """
     with transaction.atomic():
-        ticket = Ticket.objects.filter(pk=ticket_id).values("session_id", "attempt", worker=F("locked_by")).first()
+        ended = {"status": TicketStatus.CANCELLED, "is_head": False, "completed_at": Now()}
+        ticket = _change_stale(ticket_id, grace_seconds, "cancel_requested_at IS NOT NULL", ended)
         if ticket is None:
-            return False
-        session_lock(ticket["session_id"])
-        stale = _while(
-            "status = 'running' AND cancel_requested_at IS NOT NULL"
-            " AND locked_at < statement_timestamp() - %s * interval '1 second'",
-            [grace_seconds],
-        )
-        ended = {"status": TicketStatus.CANCELLED, "is_head": False, "completed_at": Now(), "locked_by": None,
-                 "locked_at": None}  # fmt: skip
-        if not Ticket.objects.filter(stale, pk=ticket_id).update(updated_at=Now(), **ended):
             return False
         changed("sweep", run_id=ticket_id, status=TicketStatus.CANCELLED, **ticket)
         get_executor().settle(Settlement(str(ticket_id), ended["status"], ticket["attempt"], previous="running"))
