@@ -16,6 +16,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentos_project.settings.base")
 django.setup(set_prefix=False)
 from queueing.lifecycle import freeze_loaded_objects  # noqa: E402 (the apps are loaded only now)
 
+from .conf import current  # noqa: E402
+from .logs import access_lines_in  # noqa: E402
+
+access_lines_in(current().server.log_format)
+
 request_threads = SharedThreads(SyncChainHandler())
 application = BodyLimit(request_threads, limit=settings.MAX_BODY_BYTES)
 freeze_loaded_objects()  # full collections walk only what requests made, not what start-up loaded

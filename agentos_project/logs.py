@@ -35,3 +35,12 @@ class JsonFormatter(logging.Formatter):
             message=record.getMessage(),
             fields=fields,
         )
+
+
+def access_lines_in(log_format: str) -> None:
+    """Write uvicorn's access lines in `log_format`, when its access log is on. uvicorn gives the access logger its
+    handler before it loads the application, and leaves it none with `--no-access-log` (as `serve` runs it), so
+    this changes only the format of lines that are written anyway: a handler added here would turn them on."""
+    if log_format == "json":
+        for handler in logging.getLogger("uvicorn.access").handlers:
+            handler.setFormatter(JsonFormatter())

@@ -158,9 +158,10 @@ LOGGING = {
         # already tell each change, with the run and session ids.
         "celery.app.trace": {"level": "WARNING"},
         "celery.worker.strategy": {"level": "WARNING"},
-        # uvicorn's own lines (uvicorn.error, and uvicorn.access when its access log is on) in this format too:
-        # uvicorn gives them handlers of its own before it loads the application, which loads these settings.
-        "uvicorn": {"handlers": ["console"], "level": "INFO", "propagate": False},
-        "uvicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # uvicorn's own lines in this format too: uvicorn gives them handlers of its own before it loads the
+        # application, which loads these settings. Not its parent logger "uvicorn": configuring it would make the
+        # access logger, its child, propagate to it, and so turn on an access log `--no-access-log` had turned off.
+        # Its access lines keep their handler and get this format in agentos_project.asgi (logs.access_lines_in).
+        "uvicorn.error": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }

@@ -161,6 +161,7 @@ def test_json_logs_cover_serve_uvicorn_and_the_supervisor(start_serve):
     said = [(o["logger"], o["level"], o["message"]) for o in map(json.loads, filter(lambda x: x[:1] == "{", lines))]
     assert ("agentos.serve", "INFO", f"agentos serving on {serve.url} (web, worker); Ctrl-C stops it") in said
     assert ("agentos.serve", "WARNING", f"worker (pid {worker.pid}) was killed by SIGKILL; restarting it in 1s") in said
+    assert [message for logger, _, message in said if logger == "uvicorn.access"] == [], "serve: --no-access-log"
     assert [message for logger, _, message in said if logger == "uvicorn.error"] == [
         f"Started server process [{web.pid}]",
         f"Uvicorn running on {serve.url} (Press CTRL+C to quit)",
