@@ -21,15 +21,15 @@ The transition table, which `tests/queueing/test_transitions.py` walks:
     running   stale, cancel asked                    cancelled                             (sweep)
     queued    cancel                                 cancelled
     paused    cancel                                 cancelled
+    paused    continue                               queued, one more attempt, same session_seq
+    failed    requeue                                queued, one more attempt, new session_seq
+    cancelled requeue                                queued, one more attempt, new session_seq
+    terminal  prune (older than retention)           deleted
 
 Once a cancel was asked of a running ticket, its attempt can no longer pause it, send it back to the queue for a
 retry, or be parked: each of those guards wants no cancel asked, and the attempt ends it cancelled instead
 (`ticket_cancel_asked`, `queueing.settle`). So a cancel asked while an attempt runs ends the ticket cancelled,
 whatever that attempt was about to do, and leaves nothing behind for a later one.
-    paused    continue                               queued, one more attempt, same session_seq
-    failed    requeue                                queued, one more attempt, new session_seq
-    cancelled requeue                                queued, one more attempt, new session_seq
-    terminal  prune (older than retention)           deleted
 """
 
 from __future__ import annotations
