@@ -6,7 +6,7 @@ import datetime
 
 from rest_framework import serializers
 
-from .models import Ticket, TicketStatus
+from .models import Ticket
 
 
 def _epoch(moment: datetime.datetime | None) -> int | None:
@@ -14,11 +14,7 @@ def _epoch(moment: datetime.datetime | None) -> int | None:
 
 
 def ticket_to_wire(ticket: Ticket) -> dict:
-    """A job as AgentOS' `QueueJobSchema` has it (times in epoch seconds), with its place in the session line.
-
-    Only a running job shows its lock (`locked_by`, `locked_at`): a settled one, whatever it keeps of its last
-    lease, is held by no worker, and AgentOS gives both as null there."""
-    leased = ticket.status == TicketStatus.RUNNING
+    """A job as AgentOS' `QueueJobSchema` has it (times in epoch seconds), with its place in the session line."""
     return {
         "id": str(ticket.id),
         "component_type": ticket.component_type,
@@ -32,8 +28,8 @@ def ticket_to_wire(ticket: Ticket) -> dict:
         "session_seq": ticket.session_seq,
         "idempotency_key": ticket.idempotency_key,
         "available_at": _epoch(ticket.available_at),
-        "locked_by": ticket.locked_by if leased else None,
-        "locked_at": _epoch(ticket.locked_at) if leased else None,
+        "locked_by": ticket.locked_by,
+        "locked_at": _epoch(ticket.locked_at),
         "error": ticket.error,
         "created_at": _epoch(ticket.created_at),
         "updated_at": _epoch(ticket.updated_at),
