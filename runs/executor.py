@@ -80,11 +80,8 @@ class RunExecutor:
             return interrupted_outcome()
         if leg.result is None:
             error = storable_text(leg.error)  # it lands in the ticket's error as well
-            outcome = Outcome(TicketStatus.FAILED, error=error, retryable=not leg.permanent, result=leg)
-        else:
-            outcome = Outcome(TICKET_STATUS[LEG_STATUS[leg.result.status]], result=leg)
-        # A cancel seen after the leg's last checkpoint; one that comes later still is found when it settles.
-        return self.cancelled(outcome) if cancel.is_set() and outcome.yields_to_cancel else outcome
+            return Outcome(TicketStatus.FAILED, error=error, retryable=not leg.permanent, result=leg)
+        return Outcome(TICKET_STATUS[LEG_STATUS[leg.result.status]], result=leg)
 
     def cancel(self, ticket_id: str) -> str:
         """An operator's cancel (admin, command line): as a client's, wherever the run is."""
