@@ -14,8 +14,9 @@ import time
 from typing import BinaryIO
 
 # Once its child is ready, a pump lets what the child writes gather in the pipe this long before it copies it: a
-# busy child writes a line per run (one per ticket change), and one read and write per line cost the supervisor
-# about 60 µs of CPU each. A line waits at most this long; a child that fills the pipe's 64 KB meanwhile waits.
+# busy child writes a line per ticket change, and a read, a write and a wake-up per line cost the supervisor more
+# than the lines are worth (docs/benchmarks.md). A line waits at most this long; a child that fills the pipe's
+# 64 KB meanwhile waits.
 GATHER_SECONDS = 0.05
 
 

@@ -6,7 +6,7 @@ import dataclasses
 
 from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, TEAM, WORKFLOW, event_name
-from .requirements import run_requirements, step_requirement
+from .requirements import of_member, run_requirements, step_requirement
 from .runloop import Progress, agent_turns, apply_decisions, model_turn, run_agent
 from .tools import Tool
 
@@ -102,8 +102,7 @@ class Team(Component):
             if result.status == RunResult.CANCELLED:
                 return RunResult(RunResult.CANCELLED, "", messages, ctx.session_state)
             if result.status == RunResult.PAUSED:
-                named = {"member_agent_id": member.id, "member_agent_name": member.name}
-                asked = [{**requirement, **named} for requirement in result.requirements]
+                asked = of_member(result.requirements, member_id=member.id, member_name=member.name)
                 ctx.emit(event_name(TEAM, "paused"), {"tools": result.tools, "requirements": asked})
                 state = Progress(index, answers, result.messages).record()
                 return RunResult(RunResult.PAUSED, "", [state], ctx.session_state, tools=result.tools)

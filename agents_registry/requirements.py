@@ -24,11 +24,16 @@ ANSWER_FIELD = {AGENT: "tools", TEAM: "requirements", WORKFLOW: "step_requiremen
 PAUSE_FIELDS = ("requirements", "step_requirements", "paused_step_index", "paused_step_name", "pause_kind")
 
 
-def run_requirements(tools: list[dict], **member: str) -> list[dict]:
-    """A `RunRequirement.to_dict()` per pending tool call (`tools`, ToolExecution dicts); `member` names the team
-    member that asked (`member_agent_id`, `member_agent_name`)."""
+def run_requirements(tools: list[dict]) -> list[dict]:
+    """A `RunRequirement.to_dict()` per pending tool call (`tools`, ToolExecution dicts)."""
     created_at = datetime.datetime.now(datetime.UTC).isoformat()
-    return [{"id": str(uuid.uuid4()), "created_at": created_at, "tool_execution": tool, **member} for tool in tools]
+    return [{"id": str(uuid.uuid4()), "created_at": created_at, "tool_execution": tool} for tool in tools]
+
+
+def of_member(requirements: list[dict], *, member_id: str, member_name: str) -> list[dict]:
+    """A team member's `requirements` as its team tells them: the same ones, naming the member that asked."""
+    named = {"member_agent_id": member_id, "member_agent_name": member_name}
+    return [{**requirement, **named} for requirement in requirements]
 
 
 def step_requirement(*, step_id: str, step_name: str, step_index: int, requirements: list[dict]) -> dict:

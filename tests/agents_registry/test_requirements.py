@@ -4,7 +4,7 @@ import pytest
 from agno.run.requirement import RunRequirement
 from agno.workflow.types import StepRequirement
 
-from agents_registry.requirements import AnswerInvalid, Answers, run_requirements, step_requirement
+from agents_registry.requirements import AnswerInvalid, Answers, of_member, run_requirements, step_requirement
 
 CALL = {
     "tool_call_id": "call_1",
@@ -17,7 +17,7 @@ CALL = {
 
 
 def test_a_pending_call_is_a_requirement_agnos_client_confirms_and_sends_back():
-    [asked] = run_requirements([CALL], member_agent_id="m-1", member_agent_name="Member 1")
+    [asked] = of_member(run_requirements([CALL]), member_id="m-1", member_name="Member 1")
     requirement = RunRequirement.from_dict(asked)
 
     assert (requirement.id, requirement.member_agent_id, requirement.member_agent_name) == (
