@@ -20,8 +20,9 @@ from collections.abc import AsyncIterator
 import redis
 
 from . import eventbus
+from .history import with_stored
 from .models import STREAM_ENDED, Run
-from .streams import Tail, follow, follow_database, hub, meta_frame, with_stored
+from .streams import Tail, follow, follow_database, hub, meta_frame
 
 log = logging.getLogger("agentos.streams")
 

@@ -23,12 +23,11 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator
 
 import redis
 import redis.asyncio
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 
 from agentos_project.conf import current
 from agentos_project.coordination import scoped
@@ -36,6 +35,8 @@ from agentos_project.streaming import Ending
 from agents_registry.events import stream_ending
 
 from . import eventbus
+from .backlog import FELL_BEHIND, Backlog
+from .history import Buffered, in_database
 from .models import STREAM_ENDED
 from .selectors import run_status, run_stored_events
 
@@ -53,52 +54,6 @@ def frame(name: str, data: str) -> str:
 
 def meta_frame(name: str, fields: dict) -> str:
     return frame(name, json.dumps({"event": name, **fields}))
-
-
-class _FellBehind(bytes):
-    """The type of `FELL_BEHIND`, told apart by identity from any message."""
-
-
-FELL_BEHIND = _FellBehind()  # the last item of a backlog that overflowed
-
-
-class Backlog(asyncio.Queue):
-    """What reached a stream and was not sent yet, bounded in bytes (AGENTOS_STREAM_BACKLOG_BYTES).
-
-    A client that stops reading holds its stream's generator at a write (once the socket's buffers are full);
-    what its run publishes meanwhile waits here. When more than the bound would wait, the backlog drops it all,
-    holds only `FELL_BEHIND` and takes nothing more: the stream then ends with an `error` frame that tells the
-    client to resume from the last index it has. So an idle client costs at most the bound, not its run's every
-    event for as long as its connection lives. A stream that reads drains its backlog whenever the event loop
-    turns, and the hub delivers no more than its connection's read buffer in one turn; one message larger than
-    the bound is taken when nothing waits."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.limit = current().streams.backlog_bytes
-        self.size = 0
-        self.overflowed = False
-
-    def _put(self, item) -> None:
-        self.size += len(item)
-        super()._put(item)
-
-    def _get(self):
-        item = super()._get()
-        self.size -= len(item)
-        return item
-
-    def offer(self, item: bytes) -> None:
-        """Queue `item`, unless the backlog overflows now (see the class) or already did."""
-        if self.overflowed:
-            return
-        if self.size and self.size + len(item) > self.limit:
-            self.overflowed = True
-            while not self.empty():
-                self.get_nowait()
-            self.put_nowait(FELL_BEHIND)
-            return
-        self.put_nowait(item)
 
 
 def fell_behind_frame(tail: Tail) -> str:
@@ -239,34 +194,6 @@ class Hub:
         return Buffered(events, total, int(lowest[0][1])) if total and lowest else None
 
 
-@dataclasses.dataclass(frozen=True)
-class Buffered:
-    """What a run's buffer holds above an index. The buffer holds every event of the run from `first` on (it
-    expires whole, a quiet hour after its last event), so the events between the index asked for and `first`
-    are found, if at all, among the stored ones (`with_stored`)."""
-
-    events: list[bytes]
-    total: int
-    first: int
-
-
-async def with_stored(run_id, after: int, buffered: Buffered | None) -> list[bytes | str]:
-    """The run's events above `after` as the buffer has them, preceded by the stored events the buffer no longer
-    holds (an earlier leg's, when its buffer expired before the next leg began); all stored ones without a
-    buffer."""
-    if buffered is not None and buffered.first <= after + 1:
-        return buffered.events
-    events = buffered.events if buffered else []
-    try:
-        stored = await in_database(
-            run_stored_events, run_id=run_id, after=after, before=None if buffered is None else buffered.first
-        )
-    except DatabaseError as error:
-        log.warning("run=%s stored events not read: %s", run_id, error)
-        return events
-    return [eventbus.encode(event) for event in stored] + events
-
-
 _hubs: dict[asyncio.AbstractEventLoop, Hub] = {}
 
 
@@ -286,21 +213,6 @@ def hub() -> Hub:
     if loop not in _hubs:
         _hubs[loop] = Hub(current().services.redis_url)
     return _hubs[loop]
-
-
-_database = ThreadPoolExecutor(4, "agentos-stream-db")
-
-
-async def in_database(function: Callable, **kwargs):
-    """Run a short read on the streams' own small pool: a stream never holds a thread or connection of its own."""
-
-    def call():
-        try:
-            return function(**kwargs)
-        finally:
-            connection.close()  # back to the process's idle pool, checked before its next use
-
-    return await asyncio.get_running_loop().run_in_executor(_database, call)
 
 
 @dataclasses.dataclass
