@@ -11,8 +11,8 @@ import time
 from agentos_project.conf import current
 
 from .exceptions import BadQueueQuery, JobFailedRecently, JobNotRequeueable
-from .executor import get_executor
 from .models import Ticket
+from .seam import get_executor
 from .selectors import JOB_STATUSES, MAX_OFFSET, is_ticket_id, ticket_get, tickets_page
 from .serializers import ticket_to_wire
 from .tickets import RequeueResult, ticket_requeue

@@ -13,8 +13,8 @@ import uuid
 from django.db import connection
 from django.db.models import F
 
-from .executor import Claim
 from .models import Ticket, TicketStatus
+from .seam import Claim
 
 
 def ticket_by_idempotency_key(*, scope: str, key: str) -> Ticket | None:

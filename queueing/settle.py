@@ -22,9 +22,9 @@ from agentos_project.conf import current
 from agentos_project.exceptions import first_line
 
 from . import shutdown
-from .executor import Claim, Outcome, get_executor
 from .models import TicketStatus
 from .retry import backoff_delay
+from .seam import Claim, Outcome, get_executor
 from .selectors import ticket_running_for
 from .tickets import ticket_cancel_asked, ticket_finish, ticket_retry
 

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from agentos_project.conf import current
 
 from . import router
-from .executor import Outcome
 from .models import TicketStatus
+from .seam import Outcome
 
 log = logging.getLogger("agentos.queue")
 INTERRUPTED = "interrupted by worker shutdown"

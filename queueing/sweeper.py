@@ -19,8 +19,8 @@ from django.db.models.functions import Now
 from agentos_project.conf import QueueSettings
 
 from . import router
-from .executor import get_executor
 from .models import Ticket, TicketStatus
+from .seam import get_executor
 from .tickets import ticket_cancel_stale, ticket_fail_stale, ticket_note_dispatch, ticket_park_stale, ticket_prune
 
 log = logging.getLogger("agentos.sweeper")

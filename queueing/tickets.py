@@ -53,8 +53,8 @@ from agentos_project.postgres.prepared import Prepared, together
 from . import router
 from .changes import changed, pruned
 from .exceptions import QueueFull
-from .executor import FENCE, Claim, Outcome, Settlement, SettleStatements, get_executor
 from .models import TERMINAL, Ticket, TicketStatus
+from .seam import FENCE, Claim, Outcome, Settlement, SettleStatements, get_executor
 
 SWEEP_ERROR = (
     "Worker lost and attempt budget exhausted; run was not re-executed. "

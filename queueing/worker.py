@@ -13,8 +13,8 @@ import uuid
 from agentos_project.conf import current
 
 from . import metrics, router, shutdown
-from .executor import Claim, Outcome, get_executor
 from .models import TicketStatus
+from .seam import Claim, Outcome, get_executor
 from .selectors import ticket_seconds_until_available
 from .settle import settle_attempt
 from .tickets import ticket_claim

@@ -1,6 +1,6 @@
 from django.apps import AppConfig
 
-from queueing.executor import register_executor
+from queueing.seam import register_executor
 
 
 class RunsConfig(AppConfig):

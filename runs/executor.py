@@ -6,8 +6,8 @@ from django.db.models import F
 
 from agentos_project.conf import current
 from agents_registry.registry import ComponentNotFound, registry
-from queueing.executor import Claim, Outcome, Settlement, SettleStatements
 from queueing.models import TicketStatus
+from queueing.seam import Claim, Outcome, Settlement, SettleStatements
 from queueing.shutdown import INTERRUPTED, interrupted, interrupted_outcome
 
 from .cancellation import watcher

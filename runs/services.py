@@ -17,7 +17,7 @@ from agentos_project.postgres.prepared import Prepared, together
 from agents_registry.context import RunResult
 from agents_registry.events import event_name
 from queueing import metrics
-from queueing.executor import FENCE
+from queueing.seam import FENCE
 from queueing.tickets import NewTicket, Rows, ticket_accept
 
 from . import cancellation
@@ -283,7 +283,7 @@ def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None
 
 def run_record_leg_calls(*, run_id, attempt: int, leg: LegResult, final: bool, fence: str | None = None) -> list:
     """`run_record_leg`'s statements (SQL and values), to send in one message; with `fence`, each writes only in
-    the transaction the queue marked with it (`queueing.executor.FENCE`). The caller publishes the held events
+    the transaction the queue marked with it (`queueing.seam.FENCE`). The caller publishes the held events
     once they commit."""
     sink, result = leg.sink, leg.result
     row = {"run_id": run_id, "attempt": attempt, "next_event_index": None, "fence": fence}

@@ -17,8 +17,8 @@ import pytest
 from django.db import connection, transaction
 from django.db.models import F
 
-from queueing.executor import Claim, Outcome, Settlement, get_executor, register_executor
 from queueing.models import Ticket
+from queueing.seam import Claim, Outcome, Settlement, get_executor, register_executor
 from queueing.tickets import NewTicket, ticket_accept, ticket_cancel, ticket_claim, ticket_finish
 
 UNSTORABLE = "a result the database refuses"

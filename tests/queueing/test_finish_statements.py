@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from agentos_project.postgres.prepared import Prepared
 from queueing import router
-from queueing.executor import FENCE, Outcome, Settlement, SettleStatements, get_executor, register_executor
+from queueing.seam import FENCE, Outcome, Settlement, SettleStatements, get_executor, register_executor
 from queueing.tickets import ticket_finish
 
 from .conftest import BROKER_QUEUE, FakeExecutor, accept, backdate, broker_messages, claim, snapshot

@@ -15,8 +15,8 @@ from django.db.models.functions import Now
 from django.test.utils import CaptureQueriesContext
 
 from queueing import selectors, tickets
-from queueing.executor import Claim, Outcome
 from queueing.models import Ticket, TicketStatus
+from queueing.seam import Claim, Outcome
 from queueing.tickets import _FINISH, _claim_statement, _settled_statement
 
 pytestmark = pytest.mark.django_db(transaction=True)

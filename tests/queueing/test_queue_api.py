@@ -8,8 +8,8 @@ import uuid
 import pytest
 from django.db.models import F
 
-from queueing.executor import Outcome
 from queueing.models import Ticket
+from queueing.seam import Outcome
 from queueing.settle import settle_attempt
 from queueing.tickets import ticket_cancel, ticket_retry
 from queueing.worker import worker_execute

@@ -2,8 +2,8 @@
 
 import pytest
 
-from queueing.executor import Outcome
 from queueing.models import Ticket
+from queueing.seam import Outcome
 from queueing.selectors import ticket_waiting_on
 from queueing.tickets import RequeueResult, ticket_continue, ticket_requeue, ticket_retry
 from queueing.worker import worker_execute

@@ -7,8 +7,8 @@ the row exactly as it was.
 import pytest
 from django.db.models import F
 
-from queueing.executor import Claim, Outcome
 from queueing.models import Ticket
+from queueing.seam import Claim, Outcome
 from queueing.tickets import (
     SWEEP_ERROR,
     RequeueResult,

@@ -8,8 +8,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from queueing import router, shutdown
-from queueing.executor import Outcome
 from queueing.models import Ticket
+from queueing.seam import Outcome
 from queueing.settle import settle_attempt
 from queueing.tickets import ticket_finish, ticket_retry
 from queueing.worker import worker_execute

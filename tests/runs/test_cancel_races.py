@@ -10,8 +10,8 @@ import pytest
 from django.db.models.functions import Now
 
 from agentos_project.conf import current
-from queueing.executor import get_executor
 from queueing.models import Ticket
+from queueing.seam import get_executor
 from queueing.settle import settle_attempt
 from queueing.sweeper import sweep_once
 from queueing.tickets import ticket_claim

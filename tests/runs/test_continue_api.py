@@ -11,8 +11,8 @@ from agno.run.requirement import RunRequirement
 from django.db.models import F
 
 from agentos_project.conf import current
-from queueing.executor import get_executor
 from queueing.models import Ticket
+from queueing.seam import get_executor
 from queueing.settle import settle_attempt
 from queueing.sweeper import sweep_once
 from queueing.tickets import ticket_claim

@@ -13,8 +13,8 @@ from agents_registry.chat_models import StubModel, ToolCall
 from agents_registry.components import Agent
 from agents_registry.registry import registry
 from agents_registry.tools import Tool
-from queueing.executor import get_executor
 from queueing.models import Ticket
+from queueing.seam import get_executor
 from queueing.selectors import ticket_running_for
 from queueing.sweeper import sweep_once
 from queueing.tickets import SWEEP_ERROR, RequeueResult, ticket_cancel, ticket_claim, ticket_requeue
