@@ -1,21 +1,77 @@
-"""The seam between the queue and the work it carries.
+"""The seam between the queue and the work it carries: everything one side gives the other, declared here.
 
-`queueing` knows tickets, not agents: the app that owns the work (here `runs`) registers an `Executor` at
-start-up. The queue calls `start` inside the transaction that claims a ticket, `execute` outside any
-transaction, and `settle` inside the transaction of every change that ends or parks a ticket, so the job's
-own rows change atomically with its ticket.
+`queueing` knows tickets, not agents: the app that owns the work (here `runs`) registers an `Executor` at start-up
+and gives its SQL to the queue's statements. The queue accepts a ticket with the caller's `Rows` in the same
+statement (they read `GATE`, leave a row in `ADMITTED`); claims it with the executor's `start_sql` (which reads
+`CLAIMED`); calls `execute` outside any transaction; and settles a finished attempt with the executor's
+`settle_statements` (each guarded by `FENCE`) in one message, any other change with `settle` in its transaction.
+So the work's own rows change atomically with its ticket. The names below are the whole contract.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Callable
 from typing import Protocol
 
-# The mark of the transaction that settles a ticket, for the statements an executor adds to it
-# (`Executor.settle_statements`): true in that transaction once, and only if, its guarded change matched. Its one
-# parameter, `%(fence)s` (text), is the value the executor was given.
-FENCE = "current_setting('agentos.settling', true) = %(fence)s"
+# The accept's CTE the caller's rows read: one row, `open` (boolean), false when the queue is full.
+GATE = "gate"
+# The CTE the caller's rows must define: one row when they wrote (the ticket is inserted only then).
+ADMITTED = "admitted"
+# The accept's parameters the caller's rows may read besides their own: the new ticket's columns.
+TICKET_PARAMETERS = ("ticket_id", "component_type", "component_id", "session_id", "user_id")
+# The claim's CTE `start_sql` reads: `(id, attempt)` of the ticket just claimed, no row when none was.
+CLAIMED = "claimed"
+# The setting that marks the transaction settling a ticket, set only if its guarded change matched: `FENCE` is true
+# in that transaction from then on. Its one parameter, `%(fence)s` (text), is the value the executor was given.
+SETTLING = "agentos.settling"
+FENCE = f"current_setting('{SETTLING}', true) = %(fence)s"
+
+
+@dataclasses.dataclass(frozen=True)
+class NewTicket:
+    """A ticket to accept: `id` is its run's id."""
+
+    id: uuid.UUID
+    component_type: str
+    component_id: str
+    session_id: str
+    user_id: str | None
+    payload: dict
+    serialized: bool
+    max_attempts: int
+    idempotency_key: str | None = None
+    idempotency_scope: str = ""
+    request_digest: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Rows:
+    """What the caller writes in the accept's statement, next to the ticket: data-modifying CTEs (SQL, with
+    named parameters of the PostgreSQL types `types`) that write only when `GATE.open` and leave one row in
+    `ADMITTED` when they wrote; and a list of SQL expressions answered with the outcome (`Admitted.answers`).
+    `name` tells the prepared statement apart: one name, one SQL."""
+
+    name: str
+    ctes: str
+    params: dict
+    types: dict = dataclasses.field(default_factory=dict)
+    answers: tuple[str, ...] = ()
+
+
+ONLY_THE_TICKET = Rows("ticket", f"{ADMITTED} AS (SELECT 1 FROM {GATE} WHERE {GATE}.open)", {})
+
+
+@dataclasses.dataclass(frozen=True)
+class Admitted:
+    """How an accept's statement went: `accepted` when the ticket was inserted; else `full` (the queue is full) or
+    the caller's rows refused (see `answers`, the caller's expressions as the statement saw them)."""
+
+    accepted: bool
+    full: bool
+    answers: tuple
+    publish: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

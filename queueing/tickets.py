@@ -54,7 +54,22 @@ from . import router
 from .changes import changed, pruned
 from .exceptions import QueueFull
 from .models import TERMINAL, Ticket, TicketStatus
-from .seam import FENCE, Claim, Outcome, Settlement, SettleStatements, get_executor
+from .seam import (
+    ADMITTED,
+    CLAIMED,
+    FENCE,
+    GATE,
+    ONLY_THE_TICKET,
+    SETTLING,
+    Admitted,
+    Claim,
+    NewTicket,
+    Outcome,
+    Rows,
+    Settlement,
+    SettleStatements,
+    get_executor,
+)
 
 SWEEP_ERROR = (
     "Worker lost and attempt budget exhausted; run was not re-executed. "
@@ -75,53 +90,8 @@ def _seconds(value: float) -> datetime.timedelta:
     return datetime.timedelta(seconds=value)
 
 
-@dataclasses.dataclass(frozen=True)
-class NewTicket:
-    """A ticket to accept: `id` is its run's id."""
-
-    id: uuid.UUID
-    component_type: str
-    component_id: str
-    session_id: str
-    user_id: str | None
-    payload: dict
-    serialized: bool
-    max_attempts: int
-    idempotency_key: str | None = None
-    idempotency_scope: str = ""
-    request_digest: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Rows:
-    """What the caller writes in the accept's statement, next to the ticket: data-modifying CTEs (SQL, with
-    named parameters of the PostgreSQL types `types`) that write only when `gate.open` and leave one row in a CTE
-    named `admitted` when they wrote; and a list of SQL expressions answered with the outcome
-    (`Admitted.answers`). `name` tells the prepared statement apart: one name, one SQL."""
-
-    name: str
-    ctes: str
-    params: dict
-    types: dict = dataclasses.field(default_factory=dict)
-    answers: tuple[str, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class Admitted:
-    """How an accept's statement went: `accepted` when the ticket was inserted; else `full` (the queue is full) or
-    the caller's rows refused (see `answers`, the caller's expressions as the statement saw them)."""
-
-    accepted: bool
-    full: bool
-    answers: tuple
-    publish: bool = False
-
-
 FAST, EXACT = "fast", "exact"
 DEPTH_LOCK = (7, 1)  # the two-int advisory key space, apart from the sessions' single bigint keys
-
-
-ONLY_THE_TICKET = Rows("ticket", "admitted AS (SELECT 1 FROM gate WHERE gate.open)", {})
 
 
 def ticket_accept(*, ticket: NewTicket, rows: Rows = ONLY_THE_TICKET, max_queue_depth: int = 0) -> Admitted:
@@ -230,7 +200,7 @@ def _accept_statement(rows: Rows, gate: _Gate) -> Prepared:
     if key not in _accepts:
         answers = ", ".join((*rows.answers, "(SELECT publish FROM ticket)"))
         sql = f"""
-            WITH gate AS (SELECT {gate.open} AS open),
+            WITH {GATE} AS (SELECT {gate.open} AS open),
             {rows.ctes},
             line AS (SELECT coalesce(max(session_seq), 0) AS last_seq,
                             coalesce(bool_or(serialized), false) AS occupied
@@ -242,9 +212,9 @@ def _accept_statement(rows: Rows, gate: _Gate) -> Prepared:
                 SELECT %(ticket_id)s, %(component_type)s, %(component_id)s, %(session_id)s, %(user_id)s, 'queued', 0,
                        %(max_attempts)s, line.last_seq + 1, %(serialized)s, %(serialized)s AND NOT line.occupied,
                        %(idempotency_key)s, %(idempotency_scope)s, %(request_digest)s, %(payload)s
-                FROM admitted, line
+                FROM {ADMITTED}, line
                 RETURNING is_head OR NOT serialized AS publish)
-            SELECT (SELECT open FROM gate), EXISTS (SELECT 1 FROM ticket), {answers}
+            SELECT (SELECT open FROM {GATE}), EXISTS (SELECT 1 FROM ticket), {answers}
         """
         _accepts[key] = Prepared(
             f"agentos_accept_{rows.name}_{gate.mode or 'uncapped'}", sql, {**_TICKET_TYPES, **rows.types}
@@ -344,7 +314,7 @@ def _claiming(start_sql: str | None, target: str) -> str:
         WITH old AS (SELECT id, status, serialized, created_at, updated_at,
                             attempt = 0 AND available_at = created_at AS fresh  -- never ran, never requeued
                      FROM {TABLE} WHERE id = {target}),
-        claimed AS (
+        {CLAIMED} AS (
             UPDATE {TABLE} AS t SET status = 'running', attempt = t.attempt + 1, locked_by = %(worker_id)s,
                    locked_at = statement_timestamp(), updated_at = statement_timestamp()
             FROM old
@@ -368,7 +338,7 @@ def _claiming(start_sql: str | None, target: str) -> str:
 
 def _claim_statement(start_sql: str | None) -> Prepared:
     if start_sql not in _claims:
-        sql = f"{_claiming(start_sql, '%(ticket_id)s')} SELECT {_CLAIMED_COLUMNS} FROM claimed"
+        sql = f"{_claiming(start_sql, '%(ticket_id)s')} SELECT {_CLAIMED_COLUMNS} FROM {CLAIMED}"
         name = "agentos_claim_started" if start_sql else "agentos_claim"
         _claims[start_sql] = Prepared(name, sql, _CLAIM_TYPES)
     return _claims[start_sql]
@@ -443,7 +413,7 @@ _FINISH = Prepared(
     WHERE id = %(ticket_id)s  -- by its key, whatever the statistics say (see _claiming): its state is tested apart
       AND (SELECT status = 'running' AND locked_by = %(worker_id)s AND attempt = %(attempt)s
                   AND (NOT %(yields)s OR cancel_requested_at IS NULL))  -- a pause gives way to a cancel asked
-    RETURNING set_config('agentos.settling', %(fence)s, true)  -- FENCE, for the rest of the transaction
+    RETURNING set_config('{SETTLING}', %(fence)s, true)  -- FENCE, for the rest of the transaction
     """,
     {
         "yields": "boolean",
@@ -515,7 +485,8 @@ _PROMOTED = "nullif(current_setting('agentos.promoted', true), '')::uuid"
 # The session lock, and both marks cleared: a caller's transaction may hold them from an earlier finish.
 _SETTLE_BEGIN = Prepared(
     "agentos_settle_begin",
-    "SELECT pg_advisory_xact_lock(hashtextextended(%(session_id)s, 7)), set_config('agentos.settling', '', true), "
+    "SELECT pg_advisory_xact_lock(hashtextextended(%(session_id)s, 7)), "
+    f"set_config('{SETTLING}', '', true), "
     "set_config('agentos.promoted', '', true)",
     {"session_id": "text"},
 )
@@ -530,7 +501,7 @@ def _settled_statement(start_sql: str | None, hand_off: bool) -> Prepared:
         outcome = f"SELECT {FENCE} AS settled, {_PROMOTED} AS promoted"
         if hand_off:
             sql = f"""{_claiming(start_sql, _PROMOTED)}
-                SELECT settled, promoted, {_CLAIMED_COLUMNS} FROM ({outcome}) AS outcome LEFT JOIN claimed ON true"""
+                SELECT settled, promoted, {_CLAIMED_COLUMNS} FROM ({outcome}) AS outcome LEFT JOIN {CLAIMED} ON true"""
         else:
             sql = outcome
         name = f"agentos_settled{'_handing_off' if hand_off else ''}{'_started' if start_sql else ''}"

@@ -7,7 +7,7 @@ from django.db.models import F
 from agentos_project.conf import current
 from agents_registry.registry import ComponentNotFound, registry
 from queueing.models import TicketStatus
-from queueing.seam import Claim, Outcome, Settlement, SettleStatements
+from queueing.seam import CLAIMED, Claim, Outcome, Settlement, SettleStatements
 from queueing.shutdown import INTERRUPTED, interrupted, interrupted_outcome
 
 from .cancellation import watcher
@@ -47,8 +47,9 @@ def _window(claim: Claim) -> int | None:
 class RunExecutor:
     # `run_start` in the claiming statement: RUNNING for the claimed attempt unless a newer attempt started it.
     start_sql = (
-        f"UPDATE {Run._meta.db_table} AS r SET status = 'RUNNING', attempt = claimed.attempt, "
-        "started_at = statement_timestamp() FROM claimed WHERE r.run_id = claimed.id AND r.attempt < claimed.attempt"
+        f"UPDATE {Run._meta.db_table} AS r SET status = 'RUNNING', attempt = {CLAIMED}.attempt, "
+        f"started_at = statement_timestamp() FROM {CLAIMED} "
+        f"WHERE r.run_id = {CLAIMED}.id AND r.attempt < {CLAIMED}.attempt"
     )
 
     def start(self, claim: Claim) -> None:

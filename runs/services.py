@@ -17,8 +17,8 @@ from agentos_project.postgres.prepared import Prepared, together
 from agents_registry.context import RunResult
 from agents_registry.events import event_name
 from queueing import metrics
-from queueing.seam import FENCE
-from queueing.tickets import NewTicket, Rows, ticket_accept
+from queueing.seam import ADMITTED, FENCE, GATE, NewTicket, Rows
+from queueing.tickets import ticket_accept
 
 from . import cancellation
 from .exceptions import BackgroundNeedsStore, SessionNotYours
@@ -103,22 +103,22 @@ RUNS = Run._meta.db_table
 ACCEPT_ROWS = f"""
     new_session AS (
         INSERT INTO {SESSIONS} (session_id, component_type, component_id, user_id, session_state)
-        SELECT %(session_id)s, %(component_type)s, %(component_id)s, %(user_id)s, '{{}}' FROM gate WHERE open
+        SELECT %(session_id)s, %(component_type)s, %(component_id)s, %(user_id)s, '{{}}' FROM {GATE} WHERE open
         ON CONFLICT (session_id) DO NOTHING
         RETURNING component_type, component_id, user_id),
     owner AS (
         SELECT component_type, component_id, user_id FROM new_session
         UNION ALL SELECT component_type, component_id, user_id FROM {SESSIONS} WHERE session_id = %(session_id)s
         LIMIT 1),
-    admitted AS (
+    {ADMITTED} AS (
         INSERT INTO {RUNS} (run_id, session_id, component_type, component_id, user_id, status, input_content,
                             session_state_input, metadata, background, stream, queued, attempt, run_messages,
                             next_event_index, tool_decisions, stream_inbox)
         SELECT %(ticket_id)s, %(session_id)s, %(component_type)s, %(component_id)s, %(user_id)s, 'PENDING',
                %(message)s, %(session_state)s::jsonb, %(metadata)s::jsonb, %(background)s, %(stream)s, true, 0,
                '[]', 0, '[]', %(stream_inbox)s
-        FROM owner, gate
-        WHERE gate.open AND owner.component_type = %(component_type)s AND owner.component_id = %(component_id)s
+        FROM owner, {GATE}
+        WHERE {GATE}.open AND owner.component_type = %(component_type)s AND owner.component_id = %(component_id)s
           AND owner.user_id IS NOT DISTINCT FROM %(user_id)s
         RETURNING run_id)"""
 

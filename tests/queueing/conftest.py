@@ -18,8 +18,8 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from queueing.models import Ticket
-from queueing.seam import Claim, Outcome, Settlement, get_executor, register_executor
-from queueing.tickets import NewTicket, ticket_accept, ticket_cancel, ticket_claim, ticket_finish
+from queueing.seam import Claim, NewTicket, Outcome, Settlement, get_executor, register_executor
+from queueing.tickets import ticket_accept, ticket_cancel, ticket_claim, ticket_finish
 
 UNSTORABLE = "a result the database refuses"
 

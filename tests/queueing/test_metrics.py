@@ -14,8 +14,9 @@ from django.db.models.functions import Now
 from agentos_project.conf import current
 from queueing import metrics
 from queueing.models import Ticket
+from queueing.seam import NewTicket
 from queueing.sweeper import sweep_once
-from queueing.tickets import NewTicket, ticket_accept, ticket_continue, ticket_prune, ticket_requeue
+from queueing.tickets import ticket_accept, ticket_continue, ticket_prune, ticket_requeue
 from queueing.worker import execute_claim
 from tests.conftest import metric_samples, with_conf
 

@@ -9,8 +9,8 @@ from agentos_project.conf import current
 from queueing import tickets
 from queueing.exceptions import QueueFull
 from queueing.models import Ticket
+from queueing.seam import NewTicket
 from queueing.sweeper import sweep_once
-from queueing.tickets import NewTicket
 
 from ..conftest import in_threads
 from .conftest import accept, backdate, claim, finish
