@@ -26,9 +26,9 @@ import redis
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from agentos_project.batching import BatchingThread
 from agentos_project.conf import Server
 from agentos_project.coordination import coordination, scoped
-from agentos_project.offthread import OffThread
 
 from . import selectors
 
@@ -79,7 +79,7 @@ return last
 """
 
 
-class Recorder(OffThread):
+class Recorder(BatchingThread):
     """This process's increments, added to the shared Redis hash off the caller's thread, each exactly once.
 
     The first increment after a quiet spell goes out at once; the ones after it are summed and sent together

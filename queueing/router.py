@@ -27,10 +27,10 @@ from collections.abc import Iterable
 import redis
 from django.db import transaction
 
+from agentos_project.batching import BatchingThread
 from agentos_project.celery import app
 from agentos_project.conf import current
 from agentos_project.coordination import redis_client
-from agentos_project.offthread import OffThread
 
 log = logging.getLogger("agentos.queue")
 MARKER = "agentos:message:{}"
@@ -175,7 +175,7 @@ def _unmark(items: list[tuple[object, float | None]]) -> None:
         markers().delete(*(MARKER.format(ticket_id) for ticket_id, _ in items))
 
 
-class Publisher(OffThread):
+class Publisher(BatchingThread):
     """Sends, on a thread of its own, the messages that transactions asked for on commit, as many at a time as
     have queued up (one broker connection, one marker round trip).
 
@@ -208,7 +208,7 @@ def on_commit(ticket_id, *, countdown: float | None = None) -> None:
     transaction.on_commit(lambda: publisher.submit(ticket_id, countdown))
 
 
-class Consumed(OffThread):
+class Consumed(BatchingThread):
     """Takes the markers of arrived messages away, from a thread of its own, many in one round trip."""
 
     name = "agentos-consumed"

@@ -22,9 +22,9 @@ from collections.abc import Iterable
 import redis
 from django.db import transaction
 
+from agentos_project.batching import BatchingThread
 from agentos_project.conf import current
 from agentos_project.coordination import coordination, scoped
-from agentos_project.offthread import OffThread
 
 log = logging.getLogger("agentos.streams")
 BATCH = 1000
@@ -51,7 +51,7 @@ def encode(event: dict) -> str:
     return json.dumps(event, separators=(",", ":"), default=str)
 
 
-class Sender(OffThread):
+class Sender(BatchingThread):
     """Sends events to Redis from a thread of its own, in order, batching what has queued up."""
 
     name = "agentos-events"

@@ -20,8 +20,8 @@ import time
 log = logging.getLogger("agentos")
 
 
-class OffThread:
-    name = "agentos-offthread"
+class BatchingThread:
+    name = "agentos-batching"
     batch = 1
     pause = 0.0  # seconds the thread rests after each batch
 
