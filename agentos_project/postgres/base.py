@@ -44,8 +44,8 @@ class PoolExhausted(OperationalError):
 
 
 class _Waiter(threading.Condition):
-    """A thread waiting in an `IdlePool` (on the pool's lock): served with a connection, or with None (a place to
-    open one in)."""
+    """A thread waiting in a `ConnectionPool` (on the pool's lock): served with a connection, or with None (a
+    place to open one in)."""
 
     def __init__(self, lock) -> None:
         super().__init__(lock)
@@ -57,7 +57,7 @@ class _Waiter(threading.Condition):
         self.notify()
 
 
-class IdlePool:
+class ConnectionPool:
     def __init__(self, limit: int = IDLE_LIMIT, size: int | None = None, timeout: float = 10.0):
         self.limit = limit
         self.size = size
@@ -208,7 +208,7 @@ def _alive(connection) -> bool:
     return not readable
 
 
-_pools: dict[str, IdlePool] = {}
+_pools: dict[str, ConnectionPool] = {}
 _pools_lock = threading.Lock()
 
 
@@ -224,13 +224,13 @@ def _forget_inherited_connections() -> None:
 os.register_at_fork(after_in_child=_forget_inherited_connections)
 
 
-def pool_for(conn_params: dict, *, size: int | None = None, timeout: float = 10.0) -> IdlePool:
+def pool_for(conn_params: dict, *, size: int | None = None, timeout: float = 10.0) -> ConnectionPool:
     key = repr(sorted((k, str(v)) for k, v in conn_params.items()))
     with _pools_lock:
-        return _pools.setdefault(key, IdlePool(size=size, timeout=timeout))
+        return _pools.setdefault(key, ConnectionPool(size=size, timeout=timeout))
 
 
-def _pool_of(settings_dict: dict, conn_params: dict) -> IdlePool:
+def _pool_of(settings_dict: dict, conn_params: dict) -> ConnectionPool:
     """The pool of the database entry `settings_dict` (its POOL_SIZE and POOL_TIMEOUT)."""
     return pool_for(conn_params, size=settings_dict.get("POOL_SIZE"), timeout=settings_dict.get("POOL_TIMEOUT", 10.0))
 

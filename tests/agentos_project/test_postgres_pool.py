@@ -9,8 +9,8 @@ import pytest
 from django.db import connection
 
 from agentos_project.postgres.base import (
+    ConnectionPool,
     DatabaseWrapper,
-    IdlePool,
     PoolExhausted,
     _Waiter,
     pool_for,
@@ -259,7 +259,7 @@ def test_a_place_freed_by_a_connection_too_dirty_to_keep_goes_to_the_waiting_thr
 
 @pytest.mark.parametrize("served_first", [False, True])
 def test_a_thread_interrupted_while_waiting_leaves_the_line_and_what_it_was_given(monkeypatch, served_first):
-    pool = IdlePool(size=1, timeout=5)
+    pool = ConnectionPool(size=1, timeout=5)
     assert pool.take() is None  # the one place, taken (its connection would be opened now)
 
     def interrupted(waiter, timeout):
