@@ -43,7 +43,7 @@ class PoolExhausted(OperationalError):
     pass
 
 
-class _Waiter(threading.Condition):
+class Waiter(threading.Condition):
     """A thread waiting in a `ConnectionPool` (on the pool's lock): served with a connection, or with None (a
     place to open one in)."""
 
@@ -65,7 +65,7 @@ class ConnectionPool:
         self.idle: list = []
         self.open = 0
         self.lock = threading.RLock()  # a connection collected while the lock is held frees its place (`_free`)
-        self._waiters: collections.deque[_Waiter] = collections.deque()
+        self._waiters: collections.deque[Waiter] = collections.deque()
         self._places: dict[int, weakref.finalize] = {}
 
     def take(self):
@@ -92,7 +92,7 @@ class ConnectionPool:
                 if self._may_open():
                     self.open += 1  # the caller opens it; `discard` gives the place back if that fails
                     return None
-            waiter = _Waiter(self.lock)
+            waiter = Waiter(self.lock)
             self._waiters.append(waiter)
             self._serve_waiting()  # what a collection freed meanwhile (a dropped connection's place) is served now
             try:
@@ -106,7 +106,7 @@ class ConnectionPool:
                 raise
             return waiter.connection
 
-    def _leave(self, waiter: _Waiter) -> None:
+    def _leave(self, waiter: Waiter) -> None:
         """`waiter` gives up (lock held): out of the queue, and what it was served meanwhile goes to the next."""
         if not waiter.served:
             with contextlib.suppress(ValueError):

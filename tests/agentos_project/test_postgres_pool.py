@@ -12,7 +12,7 @@ from agentos_project.postgres.base import (
     ConnectionPool,
     DatabaseWrapper,
     PoolExhausted,
-    _Waiter,
+    Waiter,
     pool_for,
     reserved,
     warm,
@@ -267,7 +267,7 @@ def test_a_thread_interrupted_while_waiting_leaves_the_line_and_what_it_was_give
             pool.discard()  # the place comes free and is served to this waiter just before the interrupt
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_Waiter, "wait", interrupted)
+    monkeypatch.setattr(Waiter, "wait", interrupted)
     with pytest.raises(KeyboardInterrupt):
         pool.take()
 
