@@ -20,7 +20,7 @@ from typing import BinaryIO
 GATHER_SECONDS = 0.05
 
 
-class Output:
+class ChildOutput:
     """The stdout and stderr of one child process, each copied to a stream of ours as it comes (on a thread of its
     own, so a child never waits on another). Until the child is ready, their lines are read too: watched for
     `ready_line` and kept in `tail`; after that, they are only copied."""

@@ -34,10 +34,10 @@ from typing import BinaryIO
 
 if __package__:
     from . import logs
-    from .passthrough import Output
+    from .passthrough import ChildOutput
 else:  # run as a script, as serve runs it: this folder is on sys.path, and the package (which loads Celery) is not
     import logs
-    from passthrough import Output
+    from passthrough import ChildOutput
 
 STABLE_SECONDS = 60.0
 TAIL_LINES = 20
@@ -52,7 +52,7 @@ class Child:
     nice: int = 0  # how much lower than the supervisor's its CPU priority is (see `lower_priority`)
     ready_line: str | None = None  # what the child writes once it is ready (None: ready once started)
     process: subprocess.Popen | None = None
-    output: Output | None = None
+    output: ChildOutput | None = None
     started_at: float = 0.0
     restart_at: float | None = None
     restarts: int = 0
@@ -134,7 +134,7 @@ class Supervisor:
         child.process = subprocess.Popen(
             child.command, env=env, cwd=self.cwd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
-        child.output = Output(
+        child.output = ChildOutput(
             child.process, self.streams, locks=self.locks, ready_line=child.ready_line, tail=child.tail
         )
         child.started_at, child.restart_at = time.monotonic(), None
