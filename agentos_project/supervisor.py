@@ -62,7 +62,7 @@ class Child:
     tail: collections.deque = dataclasses.field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
 
 
-def describe(code: int) -> str:
+def describe_exit(code: int) -> str:
     if code < 0:
         return f"was killed by {signal.Signals(-code).name}"
     return f"exited with status {code}"
@@ -159,7 +159,7 @@ class Supervisor:
         child.ever_ready = child.ever_ready or child.output.ready.is_set()
         child.young_deaths = 1 if now - child.started_at >= STABLE_SECONDS else child.young_deaths + 1
         delay = min(self.max_backoff, self.first_backoff * 2 ** (child.young_deaths - 1))
-        death = f"{child.name} (pid {child.process.pid}) {describe(code)}"
+        death = f"{child.name} (pid {child.process.pid}) {describe_exit(code)}"
         if not child.ever_ready:
             child.unready_deaths += 1
             if child.unready_deaths >= self.max_tries:
@@ -244,14 +244,14 @@ def stop_embedded(server: dict) -> None:
             subprocess.run(server["stop"], user=server["user"], capture_output=True, start_new_session=True)
         return
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", server["port"]), timeout=2) as redis:
-        redis.sendall(_resp("AUTH", server["password"]) + _resp("SHUTDOWN", "NOSAVE"))
+        redis.sendall(_redis_command("AUTH", server["password"]) + _redis_command("SHUTDOWN", "NOSAVE"))
         with contextlib.suppress(OSError):
             redis.recv(1024)
     if server.get("pid"):
         _reap(server["pid"], timeout=5)
 
 
-def _resp(*words: str) -> bytes:
+def _redis_command(*words: str) -> bytes:
     encoded = [word.encode() for word in words]
     return b"".join([b"*%d\r\n" % len(encoded), *(b"$%d\r\n%s\r\n" % (len(w), w) for w in encoded)])
 
