@@ -254,9 +254,9 @@ class EmbeddedPostgres:
 
 
 # Redis holds the broker's messages and, beside them, what may go: each run's live events for an hour after its last
-# one (a few KB for a short answer, ~30 KB for 100 streamed tokens; docs/operations.md sizes it). Past the bound it
-# evicts the least recently used key *with an expiry*: event buffers and message markers, never a broker message
-# (no expiry), so a full Redis costs the live view of old runs, not an accepted run.
+# one (docs/operations.md sizes it from the figures in docs/benchmarks.md). Past the bound it evicts the least
+# recently used key *with an expiry*: event buffers and message markers, never a broker message (no expiry), so a
+# full Redis costs the live view of old runs, not an accepted run.
 MAXMEMORY = "512mb"
 MAXMEMORY_POLICY = "volatile-lru"
 

@@ -8,8 +8,7 @@ its synchronous steps still run on one thread, a slow request holds up none that
 a stream, once its view has returned, holds no thread at all.
 
 A few threads serve best: a request's synchronous part is mostly Python, which one thread at a time runs, and
-database round trips, which the others overlap. With 16 clients on 2 cores, 4 threads against 16 gave an accept
-p99 of 71-73 ms against 92-94 ms and the same drain; 2 threads accepted a tenth fewer (docs/benchmarks-history.md).
+database round trips, which the others overlap (docs/benchmarks.md has the figures behind the default of 4).
 """
 
 import asyncio

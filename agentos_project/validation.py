@@ -15,8 +15,8 @@ _bound = threading.local()
 class ReusedFields:
     """A serializer mixin: each thread binds its serializer's fields once and lends them to every later instance.
 
-    DRF deep-copies every declared field for each new serializer (a tenth of an accept's CPU for the submit's
-    seven fields). Validating reads nothing of a field that one request could change for the next, and a field's
+    DRF deep-copies every declared field for each new serializer, on every accept (docs/benchmarks.md has what it
+    costs). Validating reads nothing of a field that one request could change for the next, and a field's
     `parent` is pointed at the instance that borrows it, so what a field reads from its serializer (`partial`,
     `context`) is that instance's. Threads never share them."""
 

@@ -2,7 +2,7 @@
 are capped.
 
 Under ASGI every request runs on a thread of its own, so Django's persistent connections cannot be reused
-and each request would open a connection (about 6 ms here, a third of an accept). This backend puts a
+and each request would open a connection (docs/benchmarks.md has its cost). This backend puts a
 closed connection back into a pool when it is idle and healthy, and takes one from the pool on connect,
 checking first (without a round trip: see `_alive`) that the server has not closed it, so a server restart
 costs a reconnect rather than an error.

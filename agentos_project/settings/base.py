@@ -120,9 +120,9 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Celery: the broker carries ticket ids only; PostgreSQL holds the truth, so results are not stored. Worker task
-# events are off unless AGENTOS_TASK_EVENTS=true (they cost a worker about a tenth of its CPU per run here); Flower
-# turns them on by itself while it watches (`enable_events`). The publisher's task-sent events stay off: they cost
-# a fifth of the drain rate here (docs/benchmarks-history.md).
+# events are off unless AGENTOS_TASK_EVENTS=true, for the worker CPU they cost per run; Flower turns them on by
+# itself while it watches (`enable_events`). The publisher's task-sent events stay off, for the drain rate they cost
+# (docs/benchmarks.md).
 CELERY_BROKER_URL = AGENTOS.services.celery_broker_url
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -133,9 +133,9 @@ CELERY_TASK_DEFAULT_QUEUE = "agentos"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # a worker waits out a broker outage instead of exiting
 # With a Redis broker, kombu's ack emulation copies every delivered message into a hash and a sorted set and takes
-# it out again on ack (two pipelines per message, a sixth of a worker's CPU samples here), to re-deliver it an hour
-# later if its worker died. agentos needs neither: a delivered message stays in the worker's memory until acked and
-# goes back to the queue at a warm shutdown (kombu's in-memory QoS), and one lost with a killed worker is re-sent
+# it out again on ack (two pipelines per message, costly in worker CPU: docs/benchmarks.md), to re-deliver it an
+# hour later if its worker died. agentos needs neither: a delivered message stays in the worker's memory until acked
+# and goes back to the queue at a warm shutdown (kombu's in-memory QoS), and one lost with a killed worker is re-sent
 # by the sweeper once its marker expires (queueing.router), as for any lost message.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5, "ack_emulation": False}
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
