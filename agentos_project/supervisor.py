@@ -1,19 +1,13 @@
 """Keeps the processes of `serve` (web, worker) alive, and stops them together (CONTRACT 12).
 
-`manage.py serve` prepares (embedded servers, migrations) and then replaces itself with this file run as a script,
-`main`: the supervisor of a running serve holds no Django, only the standard library.
-
-Each child's stdout and stderr pass through this process unchanged, to its own stdout and stderr, read on the way:
-a child is *ready* once it wrote a line holding its ready text (uvicorn's "Uvicorn running on", Celery's
-" ready."), and until then its last lines are kept for a failure report.
-
-A child that dies is restarted after a back-off of 1 s, doubling up to 30 s while it keeps dying young (reset once
-a child has lived a minute); each death and restart is logged, and a restarted child finds how many times it was
-restarted in its environment (RESTARTS; it counts itself in `/metrics`). A child that has been ready once is
-restarted for ever: a worker killed by the kernel never ends the service. Only a child that died `max_tries` times
-without ever becoming ready (a configuration error: a wrong broker password, say) stops the whole, and so does
-SIGINT or SIGTERM: every child gets SIGTERM (a worker drains its runs), whatever is still alive after `stop_timeout`
-seconds gets SIGKILL, and a failed child's last lines of output are printed last.
+`manage.py serve` prepares (embedded servers, migrations), then replaces itself with this file run as a script
+(`main`), which holds no Django. Each child's stdout and stderr pass through unchanged; a child is *ready* once it
+wrote its ready text (uvicorn's "Uvicorn running on", Celery's " ready."), and its last lines until then are kept.
+A child that dies is logged and restarted after 1 s, doubling up to 30 s while it keeps dying young (reset after a
+minute alive); it finds its restart count in its environment (RESTARTS, shown in `/metrics`). A child once ready is
+restarted for ever; one that died `max_tries` times never ready (a configuration error) stops the whole, as SIGINT
+or SIGTERM do: SIGTERM to every child (a worker drains its runs), SIGKILL to what lives after `stop_timeout`
+seconds, and the failed child's last lines printed last.
 """
 
 from __future__ import annotations

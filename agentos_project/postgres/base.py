@@ -1,18 +1,12 @@
-"""Django's PostgreSQL backend (psycopg2) with a process-wide pool: idle connections are reused, and open ones
-are capped.
+"""Django's PostgreSQL backend (psycopg2) with a process-wide pool: idle connections are reused, open ones capped.
 
-Under ASGI every request runs on a thread of its own, so Django's persistent connections cannot be reused
-and each request would open a connection (docs/benchmarks.md has its cost). This backend puts a
-closed connection back into a pool when it is idle and healthy, and takes one from the pool on connect,
-checking first (without a round trip: see `_alive`) that the server has not closed it, so a server restart
-costs a reconnect rather than an error.
-
-The database entry's `POOL_SIZE` caps the connections a process has open at once (`AGENTOS_DB_POOL_SIZE`): a thread
-that needs one more waits up to `POOL_TIMEOUT` seconds for another to be closed (waiting threads are served in the
-order they came), then gets an OperationalError (a 503 for a request, a retried settle for a worker). A thread
-marked `reserved()` (the lease heartbeat) is never made to wait: it may open one connection beyond the cap, so a
-busy pool cannot starve leases. A connection dropped without being closed (its thread gone) frees its place when it
-is collected.
+Under ASGI each request runs on a thread of its own, so Django's persistent connections are never reused and each
+request would open one (docs/benchmarks.md has the cost). Here a connection closed idle and healthy goes back to
+the pool, and connecting takes one from it, checked without a round trip (`_alive`): a server restart costs a
+reconnect, not an error. `POOL_SIZE` (`AGENTOS_DB_POOL_SIZE`) caps the connections a process has open: a thread
+that needs one more waits, in the order threads came, up to `POOL_TIMEOUT` seconds, then gets PoolExhausted (an
+OperationalError: a 503 for a request, a retried settle for a worker). A `reserved()` thread (the lease heartbeat)
+never waits: it may open one connection beyond the cap. A connection dropped unclosed frees its place when collected.
 """
 
 from __future__ import annotations

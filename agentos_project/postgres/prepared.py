@@ -1,16 +1,12 @@
 """Server-side prepared statements for the statements of the hot path, with psycopg2.
 
-psycopg2 sends every statement as text, which PostgreSQL parses and plans anew each time: for the queue's larger
-statements (an accept, a claim) planning costs more CPU than executing. A `Prepared` statement is prepared once
-per connection (`PREPARE`, on its first use there) and then sent as `EXECUTE name(values)`, which skips both.
-
-PREPARE is not transactional (a rollback keeps it) and lasts as long as the connection, so the names a connection
-has prepared are remembered with it; a new connection prepares again. Parameters are declared with their types,
-so one value may serve contexts of different types (text and varchar, say).
-
-A pooler that hands one server connection to several clients in turn (PgBouncer in transaction mode) loses
-prepared statements between transactions: with `AGENTOS_DB_PREPARE=false` every statement is sent as text, each
-placeholder cast to its declared type, as it would be prepared.
+psycopg2 sends every statement as text, which PostgreSQL parses and plans anew: for the queue's larger statements
+(an accept, a claim) planning costs more CPU than executing. A `Prepared` statement is prepared once per
+connection (`PREPARE`, at its first use there), then sent as `EXECUTE name(values)`. PREPARE survives a rollback
+and lasts as long as the connection, so the names prepared are remembered per connection. Parameters are declared
+with their types, so one value may serve contexts of different types (text and varchar, say). A pooler that shares
+a server connection between transactions (PgBouncer's transaction mode) loses prepared statements: with
+`AGENTOS_DB_PREPARE=false` every statement is sent as text, each placeholder cast to its declared type.
 """
 
 from __future__ import annotations
