@@ -62,6 +62,11 @@ class ConnectionPool:
         self._waiters: collections.deque[Waiter] = collections.deque()
         self._places: dict[int, weakref.finalize] = {}
 
+    @property
+    def waiting(self) -> int:
+        """How many threads are waiting in `take` for a connection or a place right now (read-only)."""
+        return len(self._waiters)
+
     def take(self):
         """A healthy idle connection, or None: the caller may open a new one (and must `count` it). Waits while
         the cap is reached, up to `timeout`; raises PoolExhausted after that.
@@ -216,6 +221,12 @@ def _forget_inherited_connections() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_inherited_connections)
+
+
+def pools() -> list[ConnectionPool]:
+    """This process's pools, one per set of connection parameters (a copy of the list, taken under the lock)."""
+    with _pools_lock:
+        return list(_pools.values())
 
 
 def pool_for(conn_params: dict, *, size: int | None = None, timeout: float = 10.0) -> ConnectionPool:

@@ -108,7 +108,7 @@ def test_the_cap_makes_a_thread_wait_then_refuses_and_the_heartbeat_still_connec
     try:
         with pytest.raises(PoolExhausted):
             on_a_new_thread(backend_pid)
-        assert len(pool._waiters) == 0  # the one that gave up left the queue: nothing is handed to it later
+        assert pool.waiting == 0  # the one that gave up left the queue: nothing is handed to it later
 
         def as_heartbeat():
             reserved()
@@ -170,7 +170,7 @@ def queued_behind(pool, holder, waiter) -> list[threading.Thread]:
     first = started(holder)
     until(lambda: pool.open == pool.size)
     second = started(waiter)
-    until(lambda: len(pool._waiters) == 1)
+    until(lambda: pool.waiting == 1)
     return [first, second]
 
 
@@ -193,7 +193,7 @@ def test_a_thread_that_gives_its_connection_back_and_needs_one_again_queues_behi
     finally:
         pool.size, pool.timeout = saved
     assert order == ["waiter", "holder, again"]
-    assert len(pool._waiters) == 0
+    assert pool.waiting == 0
 
 
 def test_waiting_threads_are_served_in_the_order_they_came():
@@ -203,7 +203,7 @@ def test_waiting_threads_are_served_in_the_order_they_came():
     try:
         for count, name in enumerate(("first", "second", "third"), start=1):
             threads.append(started(noting(order, name)))
-            until(lambda count=count: len(pool._waiters) == count)
+            until(lambda count=count: pool.waiting == count)
         release.set()
         for thread in threads:
             thread.join(10)
@@ -224,7 +224,7 @@ def test_the_heartbeat_connects_at_once_while_other_threads_wait_in_line():
 
     try:
         threads.append(started(lambda: got.append(backend_pid())))
-        until(lambda: len(pool._waiters) == 1)
+        until(lambda: pool.waiting == 1)
         started_at = time.monotonic()
         assert on_a_new_thread(as_heartbeat) > 0
         assert time.monotonic() - started_at < 1.0
@@ -254,7 +254,7 @@ def test_a_place_freed_by_a_connection_too_dirty_to_keep_goes_to_the_waiting_thr
     finally:
         pool.size, pool.timeout = saved
     assert len(pids) == 2 and pids[0] != pids[1]  # a new connection, opened in the freed place
-    assert len(pool._waiters) == 0
+    assert pool.waiting == 0
 
 
 @pytest.mark.parametrize("served_first", [False, True])
@@ -271,7 +271,7 @@ def test_a_thread_interrupted_while_waiting_leaves_the_line_and_what_it_was_give
     with pytest.raises(KeyboardInterrupt):
         pool.take()
 
-    assert (len(pool._waiters), pool.open) == (0, 0 if served_first else 1)
+    assert (pool.waiting, pool.open) == (0, 0 if served_first else 1)
     if not served_first:
         pool.discard()
     assert pool.take() is None  # the place is free again, and nobody gone is served it

@@ -28,7 +28,7 @@ def prepared_names() -> list[str]:
 def fresh_connection() -> None:
     """The next query opens a new server connection: the pool's idle ones are closed (pooling goes on)."""
     connection.close()
-    for pool in list(base._pools.values()):
+    for pool in base.pools():
         pool.clear()
 
 
