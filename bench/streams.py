@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 
-from runs import eventbus
+from runs.events import eventbus
 
 from .harness import Client, wait_finished
 

@@ -13,8 +13,8 @@ from django.http import HttpRequest
 
 from queueing.admin import OperatedReadOnlyAdmin, RunIdSearchMixin, report_cancel
 
-from .cancelling import run_cancel_by_id
 from .models import AgentSession, Run, RunEvent
+from .services.cancelling import run_cancel_by_id
 
 
 @admin.register(AgentSession)

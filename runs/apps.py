@@ -10,8 +10,8 @@ class RunsConfig(AppConfig):
     def ready(self) -> None:
         from queueing import shutdown  # these import the models: only once the apps are loaded
 
-        from .eventbus import sender
-        from .executor import RunExecutor
+        from .events.eventbus import sender
+        from .services.queue_executor import RunExecutor
 
         register_executor(RunExecutor())
         shutdown.before_exit(lambda: sender.flush(2))

@@ -17,12 +17,10 @@ from agents_registry.registry import registry
 from agents_registry.requirements import Answers
 
 from . import schemas
-from .cancelling import run_cancel
-from .continuing import run_continue
+from .events.resume import Target, resume_frames
+from .events.streams import ready_inbox, run_tail
 from .exceptions import ComponentNotFound, SessionRequired
-from .idempotency import idempotency_key
 from .responses import cancelled_on_disconnect, inline_json_response, sse_response
-from .resume import Target, resume_frames
 from .selectors import run_find, run_get, run_to_wire, run_waiting_on
 from .serializers import (
     CancelSerializer,
@@ -32,8 +30,10 @@ from .serializers import (
     SubmitSerializer,
     validated,
 )
-from .services import run_start_inline, run_submit
-from .streams import ready_inbox, run_tail
+from .services.cancelling import run_cancel
+from .services.continuing import run_continue
+from .services.idempotency import idempotency_key
+from .services.submit import run_start_inline, run_submit
 from .submission import Accepted, Submission
 
 

@@ -11,7 +11,7 @@ import redis
 import requests
 
 from agentos_project.conf import current
-from runs import eventbus
+from runs.events import eventbus
 from tests.conftest import sse_frames, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,7 +12,7 @@ import requests
 from django.db import connection
 
 from agentos_project.conf import current
-from runs import eventbus
+from runs.events import eventbus
 from runs.models import Run
 from tests.conftest import sse_frames, wait_until
 

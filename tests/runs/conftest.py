@@ -7,7 +7,7 @@ from agents_registry.components import Agent
 from agents_registry.registry import registry
 from queueing.models import Ticket
 from runs.models import AgentSession, Run, RunEvent
-from runs.services import run_submit
+from runs.services.submit import run_submit
 from runs.submission import Submission
 
 

@@ -10,8 +10,9 @@ import pytest
 from queueing.models import Ticket
 from queueing.tickets import RequeueResult, ticket_claim, ticket_requeue
 from queueing.worker import execute_claim, worker_execute, worker_identity
-from runs import cancellation, eventbus
+from runs.events import eventbus
 from runs.models import Run, RunEvent
+from runs.services import cancel_signal
 from tests.conftest import free_port, wait_until, with_conf
 
 from .conftest import accept_run, row_counts
@@ -61,7 +62,7 @@ def test_cancel_of_a_running_run_stores_an_intent_and_leaves_the_ticket_to_its_w
     assert (response.status_code, response.json()) == (200, {})
     assert claim is not None and Ticket.objects.get(pk=run_id).status == "running"
     assert Run.objects.get(pk=run_id).status == "RUNNING"
-    assert cancellation.cancel_requested(run_id)
+    assert cancel_signal.cancel_requested(run_id)
 
 
 @pytest.mark.parametrize(
@@ -81,7 +82,7 @@ def test_a_cancel_that_names_no_run_of_its_own_answers_200_and_changes_nothing(a
 
     assert (response.status_code, response.json()) == (200, {})
     assert (row_counts(), state(run_id)) == before
-    assert not cancellation.cancel_requested(run_id)
+    assert not cancel_signal.cancel_requested(run_id)
 
 
 def test_cancel_of_a_finished_run_changes_nothing(api, redis_db):
@@ -92,7 +93,7 @@ def test_cancel_of_a_finished_run_changes_nothing(api, redis_db):
     api.post(f"{RUNS}/{run_id}/cancel")
 
     assert state(run_id) == ("COMPLETED", None, "done", "completed")
-    assert not cancellation.cancel_requested(run_id)
+    assert not cancel_signal.cancel_requested(run_id)
 
 
 def test_cancel_of_an_unknown_component_is_404(api):
@@ -163,7 +164,7 @@ def test_a_run_cancelled_while_running_and_then_requeued_really_executes_again(a
     assert ticket_requeue(ticket_id=run_id, grace_seconds=60, force=True) == RequeueResult.REQUEUED
     requeued = Run.objects.get(pk=run_id)
     assert (requeued.status, requeued.cancel_requested_at) == ("PENDING", None)
-    assert not cancellation.cancel_requested(run_id)
+    assert not cancel_signal.cancel_requested(run_id)
     assert worker_execute(ticket_id=run_id) is True
 
     run = Run.objects.get(pk=run_id)
@@ -197,7 +198,7 @@ def test_a_cancel_asked_while_redis_is_down_reaches_the_running_leg_through_the_
     watcher, which cannot even subscribe, still finds the cancel in PostgreSQL within its second."""
     run_id = accept_run(session_id="cx-8")
     ticket_claim(ticket_id=run_id, worker_id=worker_identity(), grace_seconds=60)
-    watcher = cancellation.Watcher()  # this test's executing process: the cancel's own notify does not reach it
+    watcher = cancel_signal.Watcher()  # this test's executing process: the cancel's own notify does not reach it
     try:
         with with_conf("services", redis_url=f"redis://127.0.0.1:{free_port()}/0"):
             with watcher.watch(run_id, look_up=False) as cancelled:

@@ -16,9 +16,9 @@ from queueing.settle import settle_attempt
 from queueing.sweeper import sweep_once
 from queueing.tickets import ticket_claim
 from queueing.worker import execute_claim, worker_identity
-from runs import cancellation
 from runs.models import Run, RunEvent
-from runs.services import run_execute_unqueued
+from runs.services import cancel_signal
+from runs.services.submit import run_execute_unqueued
 from tests.conftest import in_threads, with_conf
 
 from .conftest import accept_run
@@ -90,7 +90,7 @@ def test_a_paused_run_has_no_cancel_left_for_its_next_leg(api, redis_db):
     run = Run.objects.get(pk=run_id)
     assert ended(run_id) == ("CANCELLED", "PAUSED", "cancelled", False, 1)
     assert (run.cancel_requested_at, Ticket.objects.get(pk=run_id).cancel_requested_at) == (None, None)
-    assert not cancellation.cancel_requested(run_id)
+    assert not cancel_signal.cancel_requested(run_id)
 
 
 @with_conf("queue", max_attempts=3, retry_delay_seconds=30)

@@ -17,8 +17,8 @@ from queueing.settle import settle_attempt
 from queueing.sweeper import sweep_once
 from queueing.tickets import ticket_claim
 from queueing.worker import worker_execute, worker_identity
-from runs.execution import mark_tools_applied
 from runs.models import Run, RunEvent
+from runs.services.leg import mark_tools_applied
 
 from .conftest import accept_run, row_counts, submit
 

@@ -1,4 +1,4 @@
-"""A web process's inbox (`runs.streams.Hub`), in process against the real Redis: events that reach it before
+"""A web process's inbox (`runs.events.streams.Hub`), in process against the real Redis: events that reach it before
 their stream asks are kept for it (a while), and a stream that receives an event past the next index it expects
 rereads the buffer for the ones it missed; the frames that end a stream end the response's body."""
 
@@ -14,7 +14,8 @@ import redis
 from agentos_project.conf import current
 from agentos_project.handlers import SyncChainHandler
 from agentos_project.streaming import Ending
-from runs import eventbus, responses, streams
+from runs import responses
+from runs.events import eventbus, streams
 
 from ..conftest import AsgiServer, with_conf
 

@@ -8,10 +8,10 @@ from django.db.models.functions import Now
 from queueing.models import TicketStatus
 from queueing.tickets import ticket_cancel
 
-from . import cancellation
-from .models import FINISHED, Run, RunStatus
-from .selectors import run_find
-from .services import CANCELLED_PAUSED, CANCELLED_QUEUED, run_record_end_event
+from ..models import FINISHED, Run, RunStatus
+from ..selectors import run_find
+from . import cancel_signal
+from .submit import CANCELLED_PAUSED, CANCELLED_QUEUED, run_record_end_event
 
 
 def run_cancel(*, kind: str, component_id: str, run_id: str, session_id: str | None) -> None:
@@ -54,20 +54,20 @@ def _cancel_queued(run_id) -> str:
         previous = ticket_cancel(ticket_id=run_id, error=CANCELLED_QUEUED, paused_error=CANCELLED_PAUSED)
         if previous == TicketStatus.RUNNING:
             Run.objects.filter(pk=run_id).update(cancel_requested_at=Now())
-            transaction.on_commit(lambda: cancellation.cancel_request(run_id))
+            transaction.on_commit(lambda: cancel_signal.cancel_request(run_id))
     return {None: "finished", TicketStatus.RUNNING: "requested"}.get(previous, "cancelled")
 
 
 def _cancel_unqueued(run_id) -> str:
     """A run without a ticket: cancelled at once while it waits for its slot or is paused, else marked while it
-    executes (`cancel_requested_at`), which its leg's record then obeys (`services.run_execute_unqueued`). Tried
+    executes (`cancel_requested_at`), which its leg's record then obeys (`submit.run_execute_unqueued`). Tried
     again when the run moved between the two (it paused meanwhile), until one applies or the run has ended."""
     for _ in range(3):
         if run_cancel_unqueued(run_id=run_id):
             return "cancelled"
         marked = Run.objects.filter(pk=run_id, queued=False, status=RunStatus.RUNNING).update(cancel_requested_at=Now())
         if marked:
-            cancellation.cancel_request(run_id)
+            cancel_signal.cancel_request(run_id)
             return "requested"
         if Run.objects.filter(pk=run_id, status__in=FINISHED).exists():
             return "finished"

@@ -20,15 +20,15 @@ from queueing import metrics
 from queueing.seam import ADMITTED, FENCE, GATE, NewTicket, Rows
 from queueing.tickets import ticket_accept
 
-from . import cancellation
-from .exceptions import BackgroundNeedsStore, SessionNotYours
-from .execution import EventSink, LegResult, cancelled_leg, first_event_index, run_leg
+from ..exceptions import BackgroundNeedsStore, SessionNotYours
+from ..jsonsafe import storable
+from ..models import AgentSession, Run, RunEvent, RunStatus
+from ..selectors import run_pause_asked, run_to_wire
+from ..submission import Accepted, Submission
+from . import cancel_signal
 from .idempotency import idempotent_replay
-from .inprocess import InProcessRunner
-from .jsonsafe import storable
-from .models import AgentSession, Run, RunEvent, RunStatus
-from .selectors import run_pause_asked, run_to_wire
-from .submission import Accepted, Submission
+from .leg import EventSink, LegResult, cancelled_leg, first_event_index, run_leg
+from .unqueued import InProcessRunner
 
 SESSIONS = AgentSession._meta.db_table
 EVENTS = RunEvent._meta.db_table
@@ -202,7 +202,7 @@ def run_submit(*, submission: Submission) -> Accepted:
 
 def run_submit_in_process(*, submission: Submission) -> Accepted:
     """AGENTOS_QUEUE_DURABLE=false: the run row commits, then the run waits for a slot of this process's bounded
-    pool (runs.inprocess). Not durable, not ordered, no ticket."""
+    pool (runs.services.unqueued). Not durable, not ordered, no ticket."""
     with transaction.atomic():
         run = _create_run(submission, queued=False)
         runner.submit(run.run_id)
@@ -229,7 +229,7 @@ def run_execute_unqueued(*, run_id) -> None:
         return
     try:
         run = Run.objects.get(pk=run_id)
-        with cancellation.watcher.watch(run_id) as cancel:
+        with cancel_signal.watcher.watch(run_id) as cancel:
             leg = run_leg(
                 run, attempt=run.attempt, timeout_seconds=current().queue.timeout_seconds, cancelled=cancel.is_set
             )
@@ -415,13 +415,13 @@ def run_record_end_event(*, run_id, event_role: str, content: str, fields: dict 
 def run_reset_pending(*, run_id, requeued: bool = False) -> None:
     """A run waits again: PENDING, its previous output cleared. A requeued one (a dead letter back in line)
     also forgets a cancellation asked of it, so it really executes again. Its events stay: the new leg numbers on
-    after them, and its streams go on past the old end (`runs.streams.Tail`)."""
+    after them, and its streams go on past the old end (`runs.events.streams.Tail`)."""
     fields = {"cancel_requested_at": None} if requeued else {}
     Run.objects.filter(pk=run_id).update(
         status=RunStatus.PENDING, content=None, tools=None, cancellation_stage=None, completed_at=None, **fields
     )
     if requeued:
-        transaction.on_commit(lambda: cancellation.cancel_clear(run_id))
+        transaction.on_commit(lambda: cancel_signal.cancel_clear(run_id))
 
 
 def _store_events(sink: EventSink) -> None:

@@ -19,9 +19,9 @@ from collections.abc import AsyncIterator
 
 import redis
 
+from ..models import STREAM_ENDED, Run
 from . import eventbus
 from .history import with_stored
-from .models import STREAM_ENDED, Run
 from .streams import Tail, follow, follow_database, hub, meta_frame
 
 log = logging.getLogger("agentos.streams")

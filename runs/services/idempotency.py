@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from queueing.selectors import ticket_by_idempotency_key
 
-from . import jsonsafe
-from .exceptions import IdempotencyConflict, IdempotencyKeyInvalid, IdempotencyKeyTooLong, IdempotencyMismatch
-from .submission import Accepted, Submission
+from .. import jsonsafe
+from ..exceptions import IdempotencyConflict, IdempotencyKeyInvalid, IdempotencyKeyTooLong, IdempotencyMismatch
+from ..submission import Accepted, Submission
 
 MAX_KEY_LENGTH = 512
 RUN_STATUS = {

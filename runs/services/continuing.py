@@ -14,11 +14,11 @@ from agentos_project.exceptions import RequestInvalid
 from agents_registry.requirements import ANSWER_FIELD, AnswerInvalid, Answers
 from queueing.tickets import ticket_continue
 
-from .exceptions import ContinueRefused, LegSettling, RunNotFound
-from .models import Run, RunStatus
-from .selectors import run_find
-from .services import inline_runner, runner
-from .submission import Accepted
+from ..exceptions import ContinueRefused, LegSettling, RunNotFound
+from ..models import Run, RunStatus
+from ..selectors import run_find
+from ..submission import Accepted
+from .submit import inline_runner, runner
 
 
 @dataclasses.dataclass(frozen=True)

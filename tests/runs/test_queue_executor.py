@@ -19,9 +19,9 @@ from queueing.selectors import ticket_running_for
 from queueing.sweeper import sweep_once
 from queueing.tickets import SWEEP_ERROR, RequeueResult, ticket_cancel, ticket_claim, ticket_requeue
 from queueing.worker import worker_execute
-from runs import cancellation
 from runs.models import AgentSession, Run, RunEvent
 from runs.selectors import session_history
+from runs.services import cancel_signal
 
 from .conftest import accept_run
 
@@ -81,7 +81,7 @@ def test_an_attempt_longer_than_the_timeout_ends_with_the_contract_text(redis_db
 def test_a_cancel_marked_on_the_row_before_the_leg_read_it_stops_the_run_at_once(redis_db):
     run_id = accept_run(session_id="marked-1", message="slow sleep=5")
     Run.objects.filter(pk=run_id).update(cancel_requested_at=Now())  # no intent in Redis, no announcement
-    assert not cancellation.cancel_requested(run_id)
+    assert not cancel_signal.cancel_requested(run_id)
 
     started = time.monotonic()
     assert worker_execute(ticket_id=run_id) is True

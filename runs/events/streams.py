@@ -1,7 +1,7 @@
 """The live event stream's reading half: SSE that tails a run's events, on any web replica (CONTRACT 10).
 
 One Redis pub/sub connection per web process (`Hub`) carries every open stream. A stream first subscribes to
-its run's channel and only then reads the run's buffer (`runs.eventbus`), so each event reaches it by one way
+its run's channel and only then reads the run's buffer (`runs.events.eventbus`), so each event reaches it by one way
 or both; `event_index` drops the second copy, so a stream never repeats or skips an event. A stream waiting on
 a quiet run holds no thread and no database connection: at each keepalive it rereads the buffer (covering a
 pub/sub gap) and asks PostgreSQL, through a small shared pool, whether the run ended without it hearing so;
@@ -34,11 +34,11 @@ from agentos_project.coordination import scoped
 from agentos_project.streaming import Ending
 from agents_registry.events import stream_ending
 
+from ..models import STREAM_ENDED
+from ..selectors import run_status, run_stored_events
 from . import eventbus
 from .backlog import FELL_BEHIND, Backlog
 from .history import Buffered, in_database
-from .models import STREAM_ENDED
-from .selectors import run_status, run_stored_events
 
 log = logging.getLogger("agentos.streams")
 KEEPALIVE = ": keepalive\n\n"

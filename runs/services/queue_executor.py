@@ -10,13 +10,13 @@ from queueing.models import TicketStatus
 from queueing.seam import CLAIMED, Claim, Outcome, Settlement, SettleStatements
 from queueing.shutdown import INTERRUPTED, interrupted, interrupted_outcome
 
-from .cancellation import watcher
+from ..jsonsafe import storable_text
+from ..models import Run, RunStatus
+from ..selectors import run_for_leg
+from .cancel_signal import watcher
 from .cancelling import run_cancel_by_id
-from .execution import LegResult, cancelled_leg, run_leg
-from .jsonsafe import storable_text
-from .models import Run, RunStatus
-from .selectors import run_for_leg
-from .services import (
+from .leg import LegResult, cancelled_leg, run_leg
+from .submit import (
     LEG_STATUS,
     cancelled_content,
     run_end_unexecuted,

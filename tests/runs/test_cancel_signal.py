@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from runs import cancellation
+from runs.services import cancel_signal
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the watcher asks the database too
@@ -14,38 +14,38 @@ pytestmark = pytest.mark.django_db(transaction=True)  # the watcher asks the dat
 
 def test_an_intent_stored_before_the_run_starts_is_seen_at_once(redis_db):
     run_id = str(uuid.uuid4())
-    cancellation.cancel_request(run_id)
+    cancel_signal.cancel_request(run_id)
 
-    with cancellation.watcher.watch(run_id) as cancelled:
+    with cancel_signal.watcher.watch(run_id) as cancelled:
         assert cancelled.is_set()
-    assert 0 < redis_db.ttl(cancellation._intent(run_id)) <= 24 * 3600
+    assert 0 < redis_db.ttl(cancel_signal._intent(run_id)) <= 24 * 3600
 
 
 def test_a_cancel_announced_while_the_run_executes_sets_its_flag(redis_db):
     run_id, other = str(uuid.uuid4()), str(uuid.uuid4())
-    with cancellation.watcher.watch(run_id) as cancelled, cancellation.watcher.watch(other) as untouched:
+    with cancel_signal.watcher.watch(run_id) as cancelled, cancel_signal.watcher.watch(other) as untouched:
         assert not cancelled.is_set()
-        wait_until(cancellation.watcher.listening.is_set, timeout=2, what="the watcher to subscribe")
-        redis_db.publish(cancellation._channel(), run_id)  # as another process's cancel_request announces it
+        wait_until(cancel_signal.watcher.listening.is_set, timeout=2, what="the watcher to subscribe")
+        redis_db.publish(cancel_signal._channel(), run_id)  # as another process's cancel_request announces it
         wait_until(cancelled.is_set, timeout=2, what="the announcement to arrive")
         assert not untouched.is_set()
 
 
 def test_an_attempt_that_stops_watching_leaves_an_overlapping_attempt_of_the_run_watched(redis_db):
     run_id = str(uuid.uuid4())
-    with cancellation.watcher.watch(run_id, look_up=False) as live:
-        with cancellation.watcher.watch(run_id, look_up=False):  # an older, fenced attempt, come and gone
+    with cancel_signal.watcher.watch(run_id, look_up=False) as live:
+        with cancel_signal.watcher.watch(run_id, look_up=False):  # an older, fenced attempt, come and gone
             pass
-        wait_until(cancellation.watcher.listening.is_set, timeout=2, what="the watcher to subscribe")
-        redis_db.publish(cancellation._channel(), run_id)
+        wait_until(cancel_signal.watcher.listening.is_set, timeout=2, what="the watcher to subscribe")
+        redis_db.publish(cancel_signal._channel(), run_id)
 
         wait_until(live.is_set, timeout=2, what="the announcement to reach the attempt still watching")
 
 
 def test_an_intent_whose_announcement_was_lost_is_found_within_a_second_or_so(redis_db):
     run_id = str(uuid.uuid4())
-    with cancellation.watcher.watch(run_id) as cancelled:
-        redis_db.set(cancellation._intent(run_id), 1)  # stored, never announced
+    with cancel_signal.watcher.watch(run_id) as cancelled:
+        redis_db.set(cancel_signal._intent(run_id), 1)  # stored, never announced
 
         wait_until(cancelled.is_set, timeout=2.5, what="the watcher's poll to find the intent")
 
@@ -53,8 +53,8 @@ def test_an_intent_whose_announcement_was_lost_is_found_within_a_second_or_so(re
 @pytest.mark.parametrize("cleared", [True, False])
 def test_cancel_clear_forgets_an_intent(redis_db, cleared):
     run_id = str(uuid.uuid4())
-    cancellation.cancel_request(run_id)
+    cancel_signal.cancel_request(run_id)
     if cleared:
-        cancellation.cancel_clear(run_id)
+        cancel_signal.cancel_clear(run_id)
 
-    assert cancellation.cancel_requested(run_id) is not cleared
+    assert cancel_signal.cancel_requested(run_id) is not cleared

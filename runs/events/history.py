@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from django.db import DatabaseError, connection
 
+from ..selectors import run_stored_events
 from . import eventbus
-from .selectors import run_stored_events
 
 log = logging.getLogger("agentos.streams")
 

@@ -4,9 +4,9 @@ Each run has a buffer, a sorted set of its events scored by `event_index` that R
 AGENTOS_STREAM_BUFFER_SECONDS after the run's last event (at most `UNSTREAMED_SECONDS` for a run submitted without a
 stream: no client attached to it, and only a live watcher or a resume soon after its end reads them), and a channel.
 Every event is added to the buffer before it is published, so a reader that subscribes first and reads the buffer
-second misses nothing (`runs.streams`). Events are sent by a thread of the process that batches whatever has queued
-into one pipeline, so a chunk costs the run loop a queue put; they leave in the order they were emitted, the events
-of one run that queued up together as one message (`frames_of` splits it).
+second misses nothing (`runs.events.streams`). Events are sent by a thread of the process that batches whatever has
+queued into one pipeline, so a chunk costs the run loop a queue put; they leave in the order they were emitted, the
+events of one run that queued up together as one message (`frames_of` splits it).
 
 Redis being down costs the live view only: the run row and its stored events are the truth. After a failed
 send, events are dropped for PAUSE seconds instead of each waiting out a timeout.
@@ -101,7 +101,7 @@ class Sender(BatchingThread):
 
 
 def inbox(name: str) -> str:
-    """The channel of a web process's inbox (`runs.streams.Hub`)."""
+    """The channel of a web process's inbox (`runs.events.streams.Hub`)."""
     return scoped(f"inbox:{name}")
 
 

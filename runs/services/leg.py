@@ -12,9 +12,9 @@ from agents_registry.context import PermanentRunError, RunContext, RunRequest, R
 from agents_registry.events import stream_ending
 from agents_registry.registry import ComponentNotFound, registry
 
-from . import eventbus
-from .models import AgentSession, Run
-from .selectors import session_history
+from ..events import eventbus
+from ..models import AgentSession, Run
+from ..selectors import session_history
 
 CONTENT_EVENTS = {"RunContent", "TeamRunContent"}
 

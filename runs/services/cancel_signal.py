@@ -22,7 +22,7 @@ from django.db import connection
 
 from agentos_project.coordination import coordination, scoped
 
-from .selectors import runs_cancel_requested
+from ..selectors import runs_cancel_requested
 
 log = logging.getLogger("agentos.runs")
 INTENT_SECONDS = 24 * 3600
