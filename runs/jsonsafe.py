@@ -8,6 +8,7 @@ never lost to one bad character.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -78,3 +79,7 @@ def storable(value):
     if isinstance(value, (list, tuple)):
         return [storable(item) for item in value]
     return value
+
+
+def json_or_null(value) -> str | None:
+    return None if value is None else json.dumps(value)

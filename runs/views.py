@@ -17,8 +17,9 @@ from agents_registry.registry import registry
 from agents_registry.requirements import Answers
 
 from . import schemas
+from .events.hub import ready_inbox
 from .events.resume import Target, resume_frames
-from .events.streams import ready_inbox, run_tail
+from .events.streams import run_tail
 from .exceptions import ComponentNotFound, SessionRequired
 from .responses import cancelled_on_disconnect, inline_json_response, sse_response
 from .selectors import run_find, run_get, run_to_wire, run_waiting_on
@@ -33,7 +34,8 @@ from .serializers import (
 from .services.cancelling import run_cancel
 from .services.continuing import run_continue
 from .services.idempotency import idempotency_key
-from .services.submit import run_start_inline, run_submit
+from .services.submit import run_submit
+from .services.unqueued import run_start_inline
 from .submission import Accepted, Submission
 
 

@@ -101,7 +101,7 @@ class Sender(BatchingThread):
 
 
 def inbox(name: str) -> str:
-    """The channel of a web process's inbox (`runs.events.streams.Hub`)."""
+    """The channel of a web process's inbox (`runs.events.hub.Hub`)."""
     return scoped(f"inbox:{name}")
 
 

@@ -22,7 +22,8 @@ import redis
 from ..models import STREAM_ENDED, Run
 from . import eventbus
 from .history import with_stored
-from .streams import Tail, follow, follow_database, hub, meta_frame
+from .hub import hub
+from .streams import Tail, follow, follow_database, meta_frame
 
 log = logging.getLogger("agentos.streams")
 

@@ -1,28 +1,20 @@
 """The live event stream's reading half: SSE that tails a run's events, on any web replica (CONTRACT 10).
 
-One Redis pub/sub connection per web process (`Hub`) carries every open stream. A stream first subscribes to
-its run's channel and only then reads the run's buffer (`runs.events.eventbus`), so each event reaches it by one way
-or both; `event_index` drops the second copy, so a stream never repeats or skips an event. A stream waiting on
-a quiet run holds no thread and no database connection: at each keepalive it rereads the buffer (covering a
-pub/sub gap) and asks PostgreSQL, through a small shared pool, whether the run ended without it hearing so;
-if it did, the stored events finish the stream.
-
-The stream of a submit (`stream=true`) needs neither the subscription nor the first read: the hub listens on
-an inbox of its process from its start, the submit names that inbox on the run (`stream_inbox`) once the hub
-has it, and every event of the run is published there too. Whatever reaches the inbox before the stream asks
-for it is kept for it (for `UNCLAIMED_SECONDS`). Events within a leg are numbered without gaps, so a stream that
-receives an event past the next index it expects (one lost in a pub/sub gap) rereads the buffer first.
+A stream first subscribes to its run's channel on the process's hub (`runs.events.hub`) and only then reads the
+run's buffer (`runs.events.eventbus`), so each event reaches it by one way or both; `event_index` drops the second
+copy, so a stream never repeats or skips an event. A stream waiting on a quiet run holds no thread and no database
+connection: at each keepalive it rereads the buffer (covering a pub/sub gap) and asks PostgreSQL, through a small
+shared pool, whether the run ended without it hearing so; if it did, the stored events finish the stream. Events
+within a leg are numbered without gaps, so a stream that receives an event past the next index it expects (one
+lost in a pub/sub gap) rereads the buffer first.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import logging
-import time
-import uuid
 from collections.abc import AsyncIterator
 
 import redis
@@ -30,7 +22,6 @@ import redis.asyncio
 from django.db import DatabaseError
 
 from agentos_project.conf import current
-from agentos_project.coordination import scoped
 from agentos_project.streaming import Ending
 from agents_registry.events import stream_ending
 
@@ -38,14 +29,12 @@ from ..models import STREAM_ENDED
 from ..selectors import run_status, run_stored_events
 from . import eventbus
 from .backlog import FELL_BEHIND, Backlog
-from .history import Buffered, in_database
+from .history import in_database
+from .hub import hub
 
 log = logging.getLogger("agentos.streams")
 KEEPALIVE = ": keepalive\n\n"
-RESYNC = b""  # put in every queue when the pub/sub connection had a gap
-SUBSCRIBE_TIMEOUT = 5.0
 ENDED_GRACE = 0.2
-UNCLAIMED_SECONDS = 30.0
 
 
 def frame(name: str, data: str) -> str:
@@ -67,152 +56,6 @@ def fell_behind_frame(tail: Tail) -> str:
             "last_event_index": tail.last,
         },
     )
-
-
-class Hub:
-    """The process's pub/sub connection, shared by its streams, with its inbox; plus a client for buffer reads."""
-
-    def __init__(self, url: str) -> None:
-        pool = redis.asyncio.BlockingConnectionPool.from_url(
-            url, socket_connect_timeout=2, max_connections=64, timeout=SUBSCRIBE_TIMEOUT
-        )  # a burst of resumes waits for a connection rather than failing
-        self.redis = redis.asyncio.Redis(connection_pool=pool)
-        self.inbox = eventbus.inbox(uuid.uuid4().hex)
-        self._pubsub = None
-        self._queues: dict[str, set[Backlog]] = {}
-        self._confirmed: dict[str, asyncio.Event] = {}
-        self._direct: dict[str, Backlog] = {}  # run id → the queue of the stream that reads it from the inbox
-        self._unclaimed: dict[str, tuple[float, list[bytes]]] = {}  # run id → (first arrival, its inbox messages)
-        self._reader: asyncio.Task | None = None
-        self._starting = asyncio.Lock()
-
-    async def _start(self) -> None:
-        async with self._starting:
-            if self._reader is None:
-                pubsub = self.redis.pubsub()
-                # the streams channel: one subscription always, so reading never idles
-                await pubsub.subscribe(scoped("streams"), self.inbox)
-                self._pubsub = pubsub
-                self._reader = asyncio.create_task(self._read(), name="agentos-stream-hub")
-
-    async def start(self) -> None:
-        """Listen from now on (the inbox is offered to submits once Redis has confirmed it)."""
-        await self._start()
-
-    @contextlib.asynccontextmanager
-    async def listening(self, channel: str):
-        """A queue of the raw events published on `channel` from the moment the block starts."""
-        await self._start()
-        queue = Backlog()
-        listeners = self._queues.setdefault(channel, set())
-        listeners.add(queue)
-        try:
-            if len(listeners) == 1:
-                self._confirmed[channel] = asyncio.Event()
-                await self._pubsub.subscribe(channel)
-            await asyncio.wait_for(self._confirmed[channel].wait(), SUBSCRIBE_TIMEOUT)
-            yield queue
-        finally:
-            listeners.discard(queue)
-            if not listeners and self._queues.get(channel) is listeners:
-                del self._queues[channel]
-                self._confirmed.pop(channel, None)
-                with contextlib.suppress(redis.RedisError, OSError):
-                    await self._pubsub.unsubscribe(channel)
-
-    @contextlib.contextmanager
-    def from_inbox(self, run_id: str):
-        """A queue of the raw events of `run_id` that reach the inbox, those that came before included."""
-        queue = Backlog()
-        for message in self._unclaimed.pop(run_id, (0.0, []))[1]:
-            queue.offer(message)
-        self._direct[run_id] = queue
-        try:
-            yield queue
-        finally:
-            if self._direct.get(run_id) is queue:
-                del self._direct[run_id]
-
-    def _deliver(self, message: bytes) -> None:
-        run_id, _, frames = message.partition(b"\n")
-        run_id = run_id.decode()
-        if (queue := self._direct.get(run_id)) is not None:
-            queue.offer(frames)
-            return
-        now = time.monotonic()
-        while self._unclaimed:  # the oldest first: drop what no stream came for
-            oldest = next(iter(self._unclaimed))
-            if now - self._unclaimed[oldest][0] < UNCLAIMED_SECONDS:
-                break
-            del self._unclaimed[oldest]
-        self._unclaimed.setdefault(run_id, (now, []))[1].append(frames)
-
-    async def _read(self) -> None:
-        """Dispatch what the connection receives. After an outage (redis-py reconnects and subscribes again
-        inside `get_message`) every stream is told to reread the buffer for what it may have missed."""
-        delay, gap = 0.1, False
-        while True:
-            try:
-                message = await self._pubsub.get_message(timeout=None)
-            except (redis.RedisError, OSError) as error:
-                if not gap:
-                    log.warning("stream hub lost Redis: %s; reconnecting", error)
-                    _Inbox.ready = None  # submits stop naming it until it is confirmed again
-                gap = True
-                await asyncio.sleep(delay)
-                delay = min(2 * delay, 2.0)
-                continue
-            if gap:
-                log.info("stream hub has Redis again")
-                for queue in (*(q for listeners in self._queues.values() for q in listeners), *self._direct.values()):
-                    queue.offer(RESYNC)
-            delay, gap = 0.1, False
-            if message is None:
-                continue
-            channel = message["channel"].decode()
-            if message["type"] == "message":
-                if channel == self.inbox:
-                    self._deliver(message["data"])
-                    continue
-                for queue in self._queues.get(channel, ()):
-                    queue.offer(message["data"])
-            elif message["type"] == "subscribe":
-                if channel == self.inbox:
-                    _Inbox.ready = self.inbox
-                elif channel in self._confirmed:
-                    self._confirmed[channel].set()
-
-    async def buffered(self, run_id, after: int) -> Buffered | None:
-        """The buffered events above `after`, how many the buffer holds and its lowest index; None when there is
-        no buffer."""
-        key = eventbus.buffer_key(run_id)
-        pipeline = self.redis.pipeline(transaction=False)
-        pipeline.zrangebyscore(key, f"({after}", "+inf")
-        pipeline.zcard(key)
-        pipeline.zrange(key, 0, 0, withscores=True)
-        events, total, lowest = await pipeline.execute()
-        return Buffered(events, total, int(lowest[0][1])) if total and lowest else None
-
-
-_hubs: dict[asyncio.AbstractEventLoop, Hub] = {}
-
-
-class _Inbox:
-    ready: str | None = None  # the inbox of this process's hub, once Redis has confirmed its subscription
-
-
-def ready_inbox() -> str | None:
-    """The inbox a submit may name on its run so its stream reads the run's events from there; None until the
-    process's hub listens on it (its first stream starts the hub)."""
-    return _Inbox.ready
-
-
-def hub() -> Hub:
-    """This event loop's hub (one per web process in practice)."""
-    loop = asyncio.get_running_loop()
-    if loop not in _hubs:
-        _hubs[loop] = Hub(current().services.redis_url)
-    return _hubs[loop]
 
 
 @dataclasses.dataclass

@@ -11,7 +11,7 @@ from queueing.tickets import ticket_cancel
 from ..models import FINISHED, Run, RunStatus
 from ..selectors import run_find
 from . import cancel_signal
-from .submit import CANCELLED_PAUSED, CANCELLED_QUEUED, run_record_end_event
+from .record import CANCELLED_PAUSED, CANCELLED_QUEUED, run_record_end_event
 
 
 def run_cancel(*, kind: str, component_id: str, run_id: str, session_id: str | None) -> None:
@@ -60,7 +60,7 @@ def _cancel_queued(run_id) -> str:
 
 def _cancel_unqueued(run_id) -> str:
     """A run without a ticket: cancelled at once while it waits for its slot or is paused, else marked while it
-    executes (`cancel_requested_at`), which its leg's record then obeys (`submit.run_execute_unqueued`). Tried
+    executes (`cancel_requested_at`), which its leg's record then obeys (`unqueued.run_execute_unqueued`). Tried
     again when the run moved between the two (it paused meanwhile), until one applies or the run has ended."""
     for _ in range(3):
         if run_cancel_unqueued(run_id=run_id):

@@ -18,7 +18,7 @@ from ..exceptions import ContinueRefused, LegSettling, RunNotFound
 from ..models import Run, RunStatus
 from ..selectors import run_find
 from ..submission import Accepted
-from .submit import inline_runner, runner
+from .unqueued import inline_runner, runner
 
 
 @dataclasses.dataclass(frozen=True)

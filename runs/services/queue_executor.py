@@ -16,7 +16,7 @@ from ..selectors import run_for_leg
 from .cancel_signal import watcher
 from .cancelling import run_cancel_by_id
 from .leg import LegResult, cancelled_leg, run_leg
-from .submit import (
+from .record import (
     LEG_STATUS,
     cancelled_content,
     run_end_unexecuted,

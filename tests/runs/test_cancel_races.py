@@ -18,7 +18,7 @@ from queueing.tickets import ticket_claim
 from queueing.worker import execute_claim, worker_identity
 from runs.models import Run, RunEvent
 from runs.services import cancel_signal
-from runs.services.submit import run_execute_unqueued
+from runs.services.unqueued import run_execute_unqueued
 from tests.conftest import in_threads, with_conf
 
 from .conftest import accept_run

@@ -9,8 +9,8 @@ import pytest
 from django.db import transaction
 
 from runs.events import eventbus
+from runs.events.sink import EventSink, first_event_index
 from runs.models import Run
-from runs.services.leg import EventSink, first_event_index
 from tests.conftest import wait_until
 from tests.runs.conftest import accept_run
 

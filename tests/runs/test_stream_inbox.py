@@ -1,4 +1,4 @@
-"""A web process's inbox (`runs.events.streams.Hub`), in process against the real Redis: events that reach it before
+"""A web process's inbox (`runs.events.hub.Hub`), in process against the real Redis: events that reach it before
 their stream asks are kept for it (a while), and a stream that receives an event past the next index it expects
 rereads the buffer for the ones it missed; the frames that end a stream end the response's body."""
 
@@ -16,6 +16,7 @@ from agentos_project.handlers import SyncChainHandler
 from agentos_project.streaming import Ending
 from runs import responses
 from runs.events import eventbus, streams
+from runs.events import hub as process_hub
 
 from ..conftest import AsgiServer, with_conf
 
@@ -31,14 +32,14 @@ def publisher(redis_db):
     client = redis.Redis.from_url(current().services.redis_url)
     yield client
     client.close()
-    streams._Inbox.ready = None
+    process_hub._Inbox.ready = None
 
 
-async def started_hub() -> streams.Hub:
-    hub = streams.hub()
+async def started_hub() -> process_hub.Hub:
+    hub = process_hub.hub()
     await hub.start()
     for _ in range(200):
-        if streams.ready_inbox() == hub.inbox:
+        if process_hub.ready_inbox() == hub.inbox:
             return hub
         await asyncio.sleep(0.01)
     raise AssertionError("the inbox was not confirmed")
@@ -55,7 +56,7 @@ def test_events_that_reach_the_inbox_before_their_stream_are_kept_for_it_and_onl
         with hub.from_inbox(early) as queue:
             publisher.publish(hub.inbox, f"{early}\n{event(early, 2)}")
             got = [await asyncio.wait_for(queue.get(), 2) for _ in range(2)]
-        monkeypatch.setattr(streams, "UNCLAIMED_SECONDS", 0.0)
+        monkeypatch.setattr(process_hub, "UNCLAIMED_SECONDS", 0.0)
         publisher.publish(hub.inbox, f"{late}\n{event(late, 0)}")  # its arrival drops what waited too long
         await asyncio.sleep(0.2)
         return got, set(hub._unclaimed), set(hub._direct)
