@@ -10,7 +10,7 @@ from ..models import AgentSession
 SESSIONS = AgentSession._meta.db_table
 
 
-def session_claim(*, session_id: str, component_type: str, component_id: str, user_id: str | None) -> None:
+def session_own(*, session_id: str, component_type: str, component_id: str, user_id: str | None) -> None:
     """Create the session for this component and user, or make sure an existing one is theirs.
 
     A session belongs to the component and user that created it; anyone else naming it gets `SessionNotYours`
@@ -19,7 +19,7 @@ def session_claim(*, session_id: str, component_type: str, component_id: str, us
     """
     owner = (component_type, component_id, user_id)
     existing = f"SELECT component_type, component_id, user_id FROM {SESSIONS} WHERE session_id = %s"
-    claim = f"""
+    own = f"""
         WITH inserted AS (
             INSERT INTO {SESSIONS} (session_id, component_type, component_id, user_id, session_state)
             VALUES (%s, %s, %s, %s, '{{}}') ON CONFLICT (session_id) DO NOTHING
@@ -27,7 +27,7 @@ def session_claim(*, session_id: str, component_type: str, component_id: str, us
         SELECT * FROM inserted UNION ALL {existing} LIMIT 1
     """
     with connection.cursor() as cursor:
-        cursor.execute(claim, [session_id, *owner, session_id])
+        cursor.execute(own, [session_id, *owner, session_id])
         row = cursor.fetchone()
         if row is None:
             cursor.execute(existing, [session_id])

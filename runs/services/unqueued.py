@@ -28,7 +28,7 @@ from ..submission import Accepted, Submission
 from . import cancel_signal
 from .leg import cancelled_leg, run_leg
 from .record import run_end_unexecuted, run_record_leg
-from .sessions import session_claim
+from .sessions import session_own
 
 log = logging.getLogger("agentos.runs")
 UNCAPPED_THREADS = 256
@@ -76,7 +76,7 @@ class InProcessRunner:
 
 def _create_run(submission: Submission, *, queued: bool) -> Run:
     component = submission.component
-    session_claim(
+    session_own(
         session_id=submission.session_id,
         component_type=component.kind,
         component_id=component.id,
