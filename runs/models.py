@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models.functions import Now
 
+from queueing.models import TicketStatus
+
 
 class RunStatus(models.TextChoices):
     PENDING = "PENDING"
@@ -17,6 +19,28 @@ class RunStatus(models.TextChoices):
 
 FINISHED = (RunStatus.COMPLETED, RunStatus.CANCELLED, RunStatus.ERROR)
 STREAM_ENDED = (*FINISHED, RunStatus.PAUSED)  # nothing more is published until a continue
+# How each status of a run's ticket shows on the run (CONTRACT 7).
+RUN_STATUS_OF_TICKET = {
+    TicketStatus.QUEUED: RunStatus.PENDING,
+    TicketStatus.RUNNING: RunStatus.RUNNING,
+    TicketStatus.PAUSED: RunStatus.PAUSED,
+    TicketStatus.COMPLETED: RunStatus.COMPLETED,
+    TicketStatus.FAILED: RunStatus.ERROR,
+    TicketStatus.CANCELLED: RunStatus.CANCELLED,
+}
+
+
+class CancellationStage(models.TextChoices):
+    """Where a cancelled run was when the cancel took it (CONTRACT 9)."""
+
+    PENDING = "PENDING"
+    EXECUTING = "EXECUTING"
+    PAUSED = "PAUSED"
+
+    @classmethod
+    def of(cls, status: str | None) -> CancellationStage:
+        """The stage of a run cancelled while it had `status`: waiting (PENDING), paused, or else executing."""
+        return {RunStatus.PENDING: cls.PENDING, RunStatus.PAUSED: cls.PAUSED}.get(status, cls.EXECUTING)
 
 
 class AgentSession(models.Model):

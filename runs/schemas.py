@@ -10,7 +10,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema_field
 from rest_framework import serializers
 
-from .models import RunStatus
+from .models import CancellationStage, RunStatus
 
 
 class AcceptedSerializer(serializers.Serializer):
@@ -47,7 +47,7 @@ class RunSerializer(serializers.Serializer):
     paused_step_index = serializers.IntegerField(required=False, help_text="the step a paused workflow stopped at")
     paused_step_name = serializers.CharField(required=False)
     pause_kind = serializers.ChoiceField(choices=["executor"], required=False, help_text="a paused workflow's")
-    cancellation_stage = serializers.ChoiceField(choices=["PENDING", "EXECUTING", "PAUSED"], required=False)
+    cancellation_stage = serializers.ChoiceField(choices=CancellationStage.values, required=False)
     waiting_on = serializers.UUIDField(required=False, help_text="the run this one waits for in its session")
     started_at = serializers.DateTimeField(required=False)
     completed_at = serializers.DateTimeField(required=False)

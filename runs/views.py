@@ -21,6 +21,7 @@ from .events.hub import ready_inbox
 from .events.resume import Target, resume_frames
 from .events.streams import run_tail
 from .exceptions import ComponentNotFound, SessionRequired
+from .models import RunStatus
 from .responses import cancelled_on_disconnect, inline_json_response, sse_response
 from .selectors import run_find, run_get, run_to_wire, run_waiting_on
 from .serializers import (
@@ -53,7 +54,7 @@ def answer(
     (`accepted`) of a background run, or an inline run's body once `done`. Given `done` (an inline run), a
     client that disconnects cancels the run."""
     # The run had not ended when this request saw it, so whatever ends it is published to its buffer.
-    fresh = accepted is None or accepted.status in ("PENDING", "RUNNING")
+    fresh = accepted is None or accepted.status in (RunStatus.PENDING, RunStatus.RUNNING)
     inbox = accepted.stream_inbox if accepted is not None else None
     tail = run_tail(run_id, kind, after=after, fresh=fresh, inbox=inbox) if stream else None
     if done is not None:

@@ -8,7 +8,7 @@ from django.db.models.functions import Now
 from queueing.models import TicketStatus
 from queueing.tickets import ticket_cancel
 
-from ..models import FINISHED, Run, RunStatus
+from ..models import FINISHED, CancellationStage, Run, RunStatus
 from ..selectors import run_find
 from . import cancel_signal
 from .record import CANCELLED_PAUSED, CANCELLED_QUEUED, run_record_end_event
@@ -77,11 +77,11 @@ def _cancel_unqueued(run_id) -> str:
 def run_cancel_unqueued(*, run_id) -> bool:
     """A run without a ticket that waits for its slot (PENDING, stage PENDING) or is paused (stage PAUSED) →
     CANCELLED; False when it is executing (or ended)."""
-    waiting = ((RunStatus.PENDING, "PENDING", CANCELLED_QUEUED), (RunStatus.PAUSED, "PAUSED", CANCELLED_PAUSED))
+    waiting = ((RunStatus.PENDING, CANCELLED_QUEUED), (RunStatus.PAUSED, CANCELLED_PAUSED))
     with transaction.atomic():
         runs = Run.objects.filter(pk=run_id, queued=False)
-        for status, stage, content in waiting:
-            ending = {"content": content, "cancellation_stage": stage, "completed_at": Now()}
+        for status, content in waiting:
+            ending = {"content": content, "cancellation_stage": CancellationStage.of(status), "completed_at": Now()}
             if runs.filter(status=status).update(status=RunStatus.CANCELLED, **ending):
                 run_record_end_event(run_id=run_id, event_role="cancelled", content=content)
                 return True

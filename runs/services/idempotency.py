@@ -6,17 +6,10 @@ from queueing.selectors import ticket_by_idempotency_key
 
 from .. import jsonsafe
 from ..exceptions import IdempotencyConflict, IdempotencyKeyInvalid, IdempotencyKeyTooLong, IdempotencyMismatch
+from ..models import RUN_STATUS_OF_TICKET
 from ..submission import Accepted, Submission
 
 MAX_KEY_LENGTH = 512
-RUN_STATUS = {
-    "queued": "PENDING",
-    "running": "RUNNING",
-    "paused": "PAUSED",
-    "completed": "COMPLETED",
-    "failed": "ERROR",
-    "cancelled": "CANCELLED",
-}
 OTHER_COMPONENT = (
     "Idempotency-Key was already used by a different component; reuse a key only to retry the identical submission"
 )
@@ -53,4 +46,4 @@ def idempotent_replay(submission: Submission) -> Accepted | None:
         )
     if ticket.request_digest != submission.digest():
         raise IdempotencyMismatch()
-    return Accepted(str(ticket.id), ticket.session_id, RUN_STATUS[ticket.status])
+    return Accepted(str(ticket.id), ticket.session_id, RUN_STATUS_OF_TICKET[ticket.status])

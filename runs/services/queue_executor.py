@@ -11,13 +11,12 @@ from queueing.seam import CLAIMED, Claim, Outcome, Settlement, SettleStatements
 from queueing.shutdown import INTERRUPTED, interrupted, interrupted_outcome
 
 from ..jsonsafe import storable_text
-from ..models import Run, RunStatus
+from ..models import RUN_STATUS_OF_TICKET, CancellationStage, Run, RunStatus
 from ..selectors import run_for_leg
 from .cancel_signal import watcher
 from .cancelling import run_cancel_by_id
 from .leg import LegResult, cancelled_leg, run_leg
 from .record import (
-    LEG_STATUS,
     cancelled_content,
     run_end_unexecuted,
     run_park,
@@ -27,13 +26,7 @@ from .record import (
     run_start,
 )
 
-TICKET_STATUS = {
-    RunStatus.COMPLETED: TicketStatus.COMPLETED,
-    RunStatus.PAUSED: TicketStatus.PAUSED,
-    RunStatus.CANCELLED: TicketStatus.CANCELLED,
-}
 FENCED = "A newer attempt started this run"
-CANCELLED_STAGE = {TicketStatus.QUEUED: "PENDING", TicketStatus.PAUSED: "PAUSED"}  # by the ticket's status before
 
 
 def _window(claim: Claim) -> int | None:
@@ -82,7 +75,7 @@ class RunExecutor:
         if leg.result is None:
             error = storable_text(leg.error)  # it lands in the ticket's error as well
             return Outcome(TicketStatus.FAILED, error=error, retryable=not leg.permanent, result=leg)
-        return Outcome(TICKET_STATUS[LEG_STATUS[leg.result.status]], result=leg)
+        return Outcome(TicketStatus(leg.result.status), result=leg)  # a leg's result is a ticket status
 
     def cancel(self, ticket_id: str) -> str:
         """An operator's cancel (admin, command line): as a client's, wherever the run is."""
@@ -129,7 +122,7 @@ class RunExecutor:
                 event_role="error",
             )
         elif settlement.status == TicketStatus.CANCELLED:
-            stage = CANCELLED_STAGE.get(settlement.previous, "EXECUTING")  # a ticket whose attempt was running
+            stage = CancellationStage.of(RUN_STATUS_OF_TICKET.get(settlement.previous))  # as the run was
             run_end_unexecuted(
                 run_id=settlement.ticket_id,
                 status=RunStatus.CANCELLED,

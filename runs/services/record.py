@@ -10,11 +10,12 @@ from django.db.models.functions import Now
 from agentos_project.postgres.prepared import Prepared, together
 from agents_registry.context import RunResult
 from agents_registry.events import event_name
+from queueing.models import TicketStatus
 from queueing.seam import FENCE
 
 from ..events.sink import EventSink, first_event_index
 from ..jsonsafe import json_or_null, storable
-from ..models import AgentSession, Run, RunEvent, RunStatus
+from ..models import RUN_STATUS_OF_TICKET, AgentSession, CancellationStage, Run, RunEvent, RunStatus
 from ..selectors import run_pause_asked
 from . import cancel_signal
 from .leg import LegResult
@@ -25,11 +26,6 @@ CANCELLED_QUEUED = "cancelled before execution"
 CANCELLED_EXECUTING = "Run {run_id} was cancelled"  # AgentOS' content of a run cancelled before it wrote anything
 CANCELLED_PAUSED = "cancelled while paused awaiting continuation"
 PARKED = "The worker executing the continuation was lost; the run is paused again and can be continued again."
-LEG_STATUS = {
-    RunResult.COMPLETED: RunStatus.COMPLETED,
-    RunResult.PAUSED: RunStatus.PAUSED,
-    RunResult.CANCELLED: RunStatus.CANCELLED,
-}
 RUNS = Run._meta.db_table
 
 
@@ -72,7 +68,7 @@ def run_record_leg_calls(*, run_id, attempt: int, leg: LegResult, final: bool, f
         update = _RECORD_ERROR
         row.update(status=RunStatus.ERROR if final else RunStatus.PENDING, content=error, final=final)
     else:
-        status = LEG_STATUS[result.status]
+        status = RUN_STATUS_OF_TICKET[TicketStatus(result.status)]
         content = storable(result.content)
         if status == RunStatus.CANCELLED:
             content = content or cancelled_content(run_id)  # partial content stays as it is
@@ -84,7 +80,7 @@ def run_record_leg_calls(*, run_id, attempt: int, leg: LegResult, final: bool, f
             metrics=json_or_null(storable(result.metrics)),
             tools=json_or_null(storable(result.tools)),
             run_messages=json.dumps(storable(result.messages or [])),
-            cancellation_stage="EXECUTING" if status == RunStatus.CANCELLED else None,
+            cancellation_stage=CancellationStage.EXECUTING if status == RunStatus.CANCELLED else None,
             completed=status != RunStatus.PAUSED,
         )
     row["next_event_index"] = sink.next_index
