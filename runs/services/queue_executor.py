@@ -23,7 +23,6 @@ from .record import (
     run_record_leg,
     run_record_leg_calls,
     run_reset_pending,
-    run_start,
 )
 
 FENCED = "A newer attempt started this run"
@@ -38,16 +37,12 @@ def _window(claim: Claim) -> int | None:
 
 
 class RunExecutor:
-    # `run_start` in the claiming statement: RUNNING for the claimed attempt unless a newer attempt started it.
+    # In the claiming statement: RUNNING for the claimed attempt unless a newer attempt started it.
     start_sql = (
         f"UPDATE {Run._meta.db_table} AS r SET status = 'RUNNING', attempt = {CLAIMED}.attempt, "
         f"started_at = statement_timestamp() FROM {CLAIMED} "
         f"WHERE r.run_id = {CLAIMED}.id AND r.attempt < {CLAIMED}.attempt"
     )
-
-    def start(self, claim: Claim) -> None:
-        """RUNNING for this attempt, in the claim's transaction (so a swept or newer attempt cannot be undone)."""
-        run_start(run_id=claim.ticket_id, attempt=claim.attempt)
 
     def execute(self, claim: Claim) -> Outcome:
         """Run one leg of the claimed run; nothing is written until the ticket settles."""

@@ -33,15 +33,6 @@ def cancelled_content(run_id) -> str:
     return CANCELLED_EXECUTING.format(run_id=run_id)
 
 
-def run_start(*, run_id, attempt: int) -> bool:
-    """Mark the run RUNNING for `attempt`; False when a newer attempt already started it (fenced)."""
-    return bool(
-        Run.objects.filter(pk=run_id, attempt__lt=attempt).update(
-            status=RunStatus.RUNNING, attempt=attempt, started_at=Now()
-        )
-    )
-
-
 def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None:
     """Write how a leg ended: run status and output, its stored events, the session's history and state.
 
