@@ -8,10 +8,10 @@ from django.db.models.functions import Now
 from queueing.models import TicketStatus
 from queueing.tickets import ticket_cancel
 
-from ..models import FINISHED, CancellationStage, Run, RunStatus
+from ..models import FINISHED, Run, RunStatus
 from ..selectors import run_find
 from . import cancel_signal
-from .record import CANCELLED_PAUSED, CANCELLED_QUEUED, run_record_end_event
+from .states import CANCELLED_PAUSED, CANCELLED_QUEUED, run_cancel_unqueued
 
 
 def run_cancel(*, kind: str, component_id: str, run_id: str, session_id: str | None) -> None:
@@ -72,17 +72,3 @@ def _cancel_unqueued(run_id) -> str:
         if Run.objects.filter(pk=run_id, status__in=FINISHED).exists():
             return "finished"
     return "finished"
-
-
-def run_cancel_unqueued(*, run_id) -> bool:
-    """A run without a ticket that waits for its slot (PENDING, stage PENDING) or is paused (stage PAUSED) →
-    CANCELLED; False when it is executing (or ended)."""
-    waiting = ((RunStatus.PENDING, CANCELLED_QUEUED), (RunStatus.PAUSED, CANCELLED_PAUSED))
-    with transaction.atomic():
-        runs = Run.objects.filter(pk=run_id, queued=False)
-        for status, content in waiting:
-            ending = {"content": content, "cancellation_stage": CancellationStage.of(status), "completed_at": Now()}
-            if runs.filter(status=status).update(status=RunStatus.CANCELLED, **ending):
-                run_record_end_event(run_id=run_id, event_role="cancelled", content=content)
-                return True
-    return False

@@ -4,20 +4,19 @@ of the same run, through the queue, in the same place of its session's line."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from concurrent.futures import Future
 
 from django.db import transaction
-from django.db.models.expressions import RawSQL
 
 from agentos_project.exceptions import RequestInvalid
 from agents_registry.requirements import ANSWER_FIELD, AnswerInvalid, Answers
 from queueing.tickets import ticket_continue
 
 from ..exceptions import ContinueRefused, LegSettling, RunNotFound
-from ..models import Run, RunStatus
+from ..models import RunStatus
 from ..selectors import run_find
 from ..submission import Accepted
+from .states import run_continue_pending
 from .unqueued import inline_runner, runner
 
 
@@ -73,11 +72,7 @@ def run_continue(
     decided = decisions(pending=run.tools or [], answers=answers, kind=kind)
     with transaction.atomic():
         queued = ticket_continue(ticket_id=run.run_id) if run.queued else True
-        continued = queued and Run.objects.filter(pk=run.run_id, status=RunStatus.PAUSED).update(
-            status=RunStatus.PENDING,
-            continued_tools=decided,
-            tool_decisions=RawSQL("tool_decisions || %s::jsonb", [json.dumps([decided])]),
-        )
+        continued = queued and run_continue_pending(run_id=run.run_id, decided=decided)
         if queued and not continued:
             transaction.set_rollback(True)
         elif continued and not run.queued and background:

@@ -7,7 +7,7 @@ from django.db.models import F
 from agentos_project.conf import current
 from agents_registry.registry import ComponentNotFound, registry
 from queueing.models import TicketStatus
-from queueing.seam import CLAIMED, Claim, Outcome, Settlement, SettleStatements
+from queueing.seam import Claim, Outcome, Settlement, SettleStatements
 from queueing.shutdown import INTERRUPTED, interrupted, interrupted_outcome
 
 from ..jsonsafe import storable_text
@@ -16,7 +16,8 @@ from ..selectors import run_for_leg
 from .cancel_signal import watcher
 from .cancelling import run_cancel_by_id
 from .leg import LegResult, cancelled_leg, run_leg
-from .record import (
+from .states import (
+    START_SQL,
     cancelled_content,
     run_end_unexecuted,
     run_park,
@@ -38,11 +39,7 @@ def _window(claim: Claim) -> int | None:
 
 class RunExecutor:
     # In the claiming statement: RUNNING for the claimed attempt unless a newer attempt started it.
-    start_sql = (
-        f"UPDATE {Run._meta.db_table} AS r SET status = 'RUNNING', attempt = {CLAIMED}.attempt, "
-        f"started_at = statement_timestamp() FROM {CLAIMED} "
-        f"WHERE r.run_id = {CLAIMED}.id AND r.attempt < {CLAIMED}.attempt"
-    )
+    start_sql = START_SQL
 
     def execute(self, claim: Claim) -> Outcome:
         """Run one leg of the claimed run; nothing is written until the ticket settles."""

@@ -9,7 +9,7 @@ from django.db import IntegrityError
 
 from agentos_project.conf import current
 from queueing import metrics
-from queueing.seam import ADMITTED, GATE, NewTicket, Rows
+from queueing.seam import GATE, NewTicket, Rows
 from queueing.tickets import ticket_accept
 
 from ..exceptions import BackgroundNeedsStore, SessionNotYours
@@ -17,6 +17,7 @@ from ..jsonsafe import json_or_null
 from ..models import AgentSession, Run, RunStatus
 from ..submission import Accepted, Submission
 from .idempotency import idempotent_replay
+from .states import ACCEPT_RUN
 from .unqueued import run_submit_in_process
 
 SESSIONS = AgentSession._meta.db_table
@@ -34,17 +35,7 @@ ACCEPT_ROWS = f"""
         SELECT component_type, component_id, user_id FROM new_session
         UNION ALL SELECT component_type, component_id, user_id FROM {SESSIONS} WHERE session_id = %(session_id)s
         LIMIT 1),
-    {ADMITTED} AS (
-        INSERT INTO {RUNS} (run_id, session_id, component_type, component_id, user_id, status, input_content,
-                            session_state_input, metadata, background, stream, queued, attempt, run_messages,
-                            next_event_index, tool_decisions, stream_inbox)
-        SELECT %(ticket_id)s, %(session_id)s, %(component_type)s, %(component_id)s, %(user_id)s, 'PENDING',
-               %(message)s, %(session_state)s::jsonb, %(metadata)s::jsonb, %(background)s, %(stream)s, true, 0,
-               '[]', 0, '[]', %(stream_inbox)s
-        FROM owner, {GATE}
-        WHERE {GATE}.open AND owner.component_type = %(component_type)s AND owner.component_id = %(component_id)s
-          AND owner.user_id IS NOT DISTINCT FROM %(user_id)s
-        RETURNING run_id)"""
+    {ACCEPT_RUN}"""
 
 
 ACCEPT_TYPES = {

@@ -11,13 +11,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from django.db import close_old_connections, connection, transaction
-from django.db.models import F
-from django.db.models.functions import Now
 
 from agentos_project.conf import current
 from agentos_project.exceptions import first_line
@@ -27,8 +24,8 @@ from ..selectors import run_to_wire
 from ..submission import Accepted, Submission
 from . import cancel_signal
 from .leg import cancelled_leg, run_leg
-from .record import run_end_unexecuted, run_record_leg
 from .sessions import session_own
+from .states import run_create, run_end_unexecuted, run_record_leg, run_start_unqueued
 
 log = logging.getLogger("agentos.runs")
 UNCAPPED_THREADS = 256
@@ -82,19 +79,7 @@ def _create_run(submission: Submission, *, queued: bool) -> Run:
         component_id=component.id,
         user_id=submission.user_id,
     )
-    return Run.objects.create(
-        run_id=uuid.uuid4(),
-        session_id=submission.session_id,
-        component_type=component.kind,
-        component_id=component.id,
-        user_id=submission.user_id,
-        input_content=submission.message,
-        session_state_input=submission.session_state,
-        metadata=submission.metadata,
-        background=submission.background,
-        stream=submission.stream,
-        queued=queued,
-    )
+    return run_create(submission=submission, queued=queued)
 
 
 def run_submit_in_process(*, submission: Submission) -> Accepted:
@@ -110,10 +95,7 @@ def run_execute_unqueued(*, run_id) -> None:
     """Execute a run that has no ticket (inline, or in-process with the durable queue off): one attempt per leg
     (a continue makes another), recorded like a queued run's. A run cancelled while it waited for its slot is
     not started; one cancelled while it ran ends CANCELLED even if it paused or failed meanwhile."""
-    started = Run.objects.filter(pk=run_id, queued=False, status=RunStatus.PENDING).update(
-        status=RunStatus.RUNNING, attempt=F("attempt") + 1, started_at=Now()
-    )
-    if not started:
+    if not run_start_unqueued(run_id=run_id):
         return
     try:
         run = Run.objects.get(pk=run_id)
