@@ -13,7 +13,7 @@ from agents_registry.requirements import ANSWER_FIELD, AnswerInvalid, Answers
 from queueing.tickets import ticket_continue
 
 from ..exceptions import ContinueRefused, LegSettling, RunNotFound
-from ..models import RunStatus
+from ..models import Run, RunStatus
 from ..selectors import run_find
 from ..submission import Accepted
 from .states import run_continue_pending
@@ -52,20 +52,7 @@ def run_continue(
     run = run_find(kind=kind, component_id=component_id, run_id=run_id, session_id=session_id)
     if run is None:
         raise RunNotFound()
-    waiting = run.continued_tools is not None and run.status == RunStatus.PENDING
-    if run.status == RunStatus.CANCELLED:
-        raise ContinueRefused(f"Cannot continue run {run.run_id}: run is cancelled")
-    if run.continued_tools is not None and run.status == RunStatus.RUNNING:
-        raise LegSettling()
-    if run.status != RunStatus.PAUSED and not waiting:
-        raise ContinueRefused(f"Run {run.run_id} is not paused (status: {run.status})")
-    if run.queued and not background:
-        raise ContinueRefused(
-            f"Run {run.run_id} was submitted through the durable queue; continue it with background=true "
-            "(the queue owns its continuations)."
-        )
-    if stream and not run.stream:
-        raise ContinueRefused(f"Run was submitted non-streaming; poll run {run.run_id} instead of attaching a stream")
+    waiting = _continuable(run, background=background, stream=stream)
     accepted = Accepted(str(run.run_id), run.session_id, RunStatus.PENDING)
     if waiting:
         return Continued(accepted, run.next_event_index - 1)
@@ -85,6 +72,26 @@ def run_continue(
     if not run.queued and not background:
         return Continued(accepted, run.next_event_index - 1, inline_runner.start(run.run_id))
     return Continued(accepted, run.next_event_index - 1)
+
+
+def _continuable(run: Run, *, background: bool, stream: bool) -> bool:
+    """Refuse a continue of `run` that cannot be taken (409s, in `run_continue`'s order); True when an earlier
+    continue's leg is still queued (a double click), False when the run is paused."""
+    waiting = run.continued_tools is not None and run.status == RunStatus.PENDING
+    if run.status == RunStatus.CANCELLED:
+        raise ContinueRefused(f"Cannot continue run {run.run_id}: run is cancelled")
+    if run.continued_tools is not None and run.status == RunStatus.RUNNING:
+        raise LegSettling()
+    if run.status != RunStatus.PAUSED and not waiting:
+        raise ContinueRefused(f"Run {run.run_id} is not paused (status: {run.status})")
+    if run.queued and not background:
+        raise ContinueRefused(
+            f"Run {run.run_id} was submitted through the durable queue; continue it with background=true "
+            "(the queue owns its continuations)."
+        )
+    if stream and not run.stream:
+        raise ContinueRefused(f"Run was submitted non-streaming; poll run {run.run_id} instead of attaching a stream")
+    return waiting
 
 
 def decisions(*, pending: list[dict], answers: Answers, kind: str) -> list[dict]:

@@ -48,6 +48,24 @@ def cancelled_leg(leg: LegResult) -> LegResult:
     return LegResult(leg.sink, result=dataclasses.replace(leg.result, status=RunResult.CANCELLED, tools=None))
 
 
+def _context(
+    run: Run, sink: EventSink, *, attempt: int, inputs: tuple[dict, list[dict]], cancelled: Callable[[], bool]
+) -> RunContext:
+    """What the component sees of the run: its session's state and history, where its events go, and checks."""
+    state, history = inputs
+    return RunContext(
+        run_id=str(run.run_id),
+        session_id=run.session_id,
+        user_id=run.user_id,
+        history=history,
+        session_state={**state, **(run.session_state_input or {})},
+        attempt=attempt,
+        emit=sink.emit,
+        cancelled=cancelled,
+        applying_tools=lambda: mark_tools_applied(run_id=run.run_id, attempt=attempt),
+    )
+
+
 def run_leg(
     run: Run,
     *,
@@ -72,22 +90,11 @@ def run_leg(
     if inputs is None:
         state = AgentSession.objects.values_list("session_state", flat=True).get(pk=run.session_id)
         inputs = state, session_history(session_id=run.session_id, runs=component.history_runs)
-    state, history = inputs
     if not connection.in_atomic_block:  # a model call may take minutes: its connection serves others meanwhile
         connection.close()
     deadline = time.monotonic() + timeout_seconds if timeout_seconds else None
     timed_out = lambda: deadline is not None and time.monotonic() > deadline  # noqa: E731
-    ctx = RunContext(
-        run_id=str(run.run_id),
-        session_id=run.session_id,
-        user_id=run.user_id,
-        history=history,
-        session_state={**state, **(run.session_state_input or {})},
-        attempt=attempt,
-        emit=sink.emit,
-        cancelled=lambda: timed_out() or cancelled(),
-        applying_tools=lambda: mark_tools_applied(run_id=run.run_id, attempt=attempt),
-    )
+    ctx = _context(run, sink, attempt=attempt, inputs=inputs, cancelled=lambda: timed_out() or cancelled())
     request = RunRequest(message=run.input_content, run_messages=run.run_messages, decided_tools=run.continued_tools)
     started = time.monotonic()
     try:

@@ -48,6 +48,37 @@ ACCEPT_TYPES = {
 }
 
 
+def _ticket(submission: Submission, *, run_id: uuid.UUID) -> NewTicket:
+    conf, component = current().queue, submission.component
+    return NewTicket(
+        id=run_id,
+        component_type=component.kind,
+        component_id=component.id,
+        session_id=submission.session_id,
+        user_id=submission.user_id,
+        payload=submission.payload(),
+        serialized=conf.effective_per_session or component.one_turn_per_session,
+        max_attempts=conf.max_attempts,
+        idempotency_key=submission.idempotency_key,
+        idempotency_scope=submission.user_id or "",
+        request_digest=submission.digest(),
+    )
+
+
+def _rows(submission: Submission) -> Rows:
+    """The run's and its session's rows for the accept (`ACCEPT_ROWS`); it answers whether the session is the
+    submitter's."""
+    params = {
+        "message": submission.message,
+        "session_state": json_or_null(submission.session_state),
+        "metadata": json_or_null(submission.metadata),
+        "background": submission.background,
+        "stream": submission.stream,
+        "stream_inbox": submission.stream_inbox,
+    }
+    return Rows("run", ACCEPT_ROWS, params, types=ACCEPT_TYPES, answers=("EXISTS (SELECT 1 FROM owner)",))
+
+
 def run_submit(*, submission: Submission) -> Accepted:
     """Accept a background run durably: session, run and ticket rows commit together (one round trip, one
     transaction, `ticket_accept`), then the ticket is published.
@@ -68,33 +99,7 @@ def run_submit(*, submission: Submission) -> Accepted:
         return earlier
     started = time.perf_counter()
     run_id = uuid.uuid4()
-    ticket = NewTicket(
-        id=run_id,
-        component_type=component.kind,
-        component_id=component.id,
-        session_id=submission.session_id,
-        user_id=submission.user_id,
-        payload=submission.payload(),
-        serialized=conf.effective_per_session or component.one_turn_per_session,
-        max_attempts=conf.max_attempts,
-        idempotency_key=submission.idempotency_key,
-        idempotency_scope=submission.user_id or "",
-        request_digest=submission.digest(),
-    )
-    rows = Rows(
-        "run",
-        ACCEPT_ROWS,
-        {
-            "message": submission.message,
-            "session_state": json_or_null(submission.session_state),
-            "metadata": json_or_null(submission.metadata),
-            "background": submission.background,
-            "stream": submission.stream,
-            "stream_inbox": submission.stream_inbox,
-        },
-        types=ACCEPT_TYPES,
-        answers=("EXISTS (SELECT 1 FROM owner)",),
-    )
+    ticket, rows = _ticket(submission, run_id=run_id), _rows(submission)
     try:
         for _ in range(2):  # a second time only when the session was created meanwhile by an unlocked writer
             admitted = ticket_accept(ticket=ticket, rows=rows, max_queue_depth=conf.max_queue_depth)
