@@ -33,7 +33,9 @@ def sse_response(frames: AsyncIterator[str]) -> StreamingHttpResponse:
     return response
 
 
-def _cancel_soon(run_id) -> None:
+def cancel_soon(run_id) -> None:
+    """Cancel the run on a thread (`run_cancel_by_id`): the event loop never waits on the database or Redis."""
+
     def cancel():
         try:
             run_cancel_by_id(run_id=run_id)
@@ -55,7 +57,7 @@ async def cancelled_on_disconnect(run_id, frames: AsyncIterator[str]) -> AsyncIt
         ended = True
     finally:
         if not ended:
-            _cancel_soon(run_id)
+            cancel_soon(run_id)
 
 
 def inline_json_response(run_id, done: Future) -> StreamingHttpResponse:
@@ -69,7 +71,7 @@ async def _when_done(run_id, done: Future) -> AsyncIterator[bytes]:
     try:
         body = await asyncio.shield(asyncio.wrap_future(done))
     except asyncio.CancelledError:
-        _cancel_soon(run_id)
+        cancel_soon(run_id)
         raise
     except Exception as error:  # the 200 has gone out: the body says what happened
         log.exception("run=%s inline execution failed", run_id)

@@ -118,7 +118,7 @@ class Hub:
             except (redis.RedisError, OSError) as error:
                 if not gap:
                     log.warning("stream hub lost Redis: %s; reconnecting", error)
-                    _Inbox.ready = None  # submits stop naming it until it is confirmed again
+                    inbox_lost()  # submits stop naming it until it is confirmed again
                 gap = True
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, 2.0)
@@ -143,6 +143,14 @@ class Hub:
                 elif channel in self._confirmed:
                     self._confirmed[channel].set()
 
+    def unclaimed(self) -> set[str]:
+        """The runs whose events reached the inbox before any stream of this process asked for them."""
+        return set(self._unclaimed)
+
+    def reading(self) -> set[str]:
+        """The runs a stream of this process reads from the inbox now."""
+        return set(self._direct)
+
     async def buffered(self, run_id, after: int) -> Buffered | None:
         """The buffered events above `after`, how many the buffer holds and its lowest index; None when there is
         no buffer."""
@@ -166,6 +174,11 @@ def ready_inbox() -> str | None:
     """The inbox a submit may name on its run so its stream reads the run's events from there; None until the
     process's hub listens on it (its first stream starts the hub)."""
     return _Inbox.ready
+
+
+def inbox_lost() -> None:
+    """Stop offering this process's inbox to submits, until its hub has it confirmed again."""
+    _Inbox.ready = None
 
 
 def hub() -> Hub:

@@ -29,11 +29,13 @@ INTENT_SECONDS = 24 * 3600
 POLL_SECONDS = 1.0
 
 
-def _intent(run_id) -> str:
+def intent_key(run_id) -> str:
+    """The Redis key of `run_id`'s cancellation intent (set while it stands)."""
     return scoped(f"cancel:{run_id}")
 
 
-def _channel() -> str:
+def channel() -> str:
+    """The deployment's cancel channel: each message is the id of a run asked to stop."""
     return scoped("cancels")
 
 
@@ -42,8 +44,8 @@ def cancel_request(run_id) -> None:
     watcher.notify(str(run_id))
     try:
         pipeline = coordination().pipeline(transaction=False)
-        pipeline.set(_intent(run_id), 1, ex=INTENT_SECONDS)
-        pipeline.publish(_channel(), str(run_id))
+        pipeline.set(intent_key(run_id), 1, ex=INTENT_SECONDS)
+        pipeline.publish(channel(), str(run_id))
         pipeline.execute()
     except redis.RedisError as error:
         log.warning("run=%s cancellation intent not stored: %s", run_id, error)
@@ -51,7 +53,7 @@ def cancel_request(run_id) -> None:
 
 def cancel_requested(run_id) -> bool:
     try:
-        return bool(coordination().exists(_intent(run_id)))
+        return bool(coordination().exists(intent_key(run_id)))
     except redis.RedisError:
         return False
 
@@ -59,7 +61,7 @@ def cancel_requested(run_id) -> bool:
 def cancel_clear(run_id) -> None:
     """Forget a cancellation intent (a requeue that asks for it)."""
     with contextlib.suppress(redis.RedisError):
-        coordination().delete(_intent(run_id))
+        coordination().delete(intent_key(run_id))
 
 
 class Watcher:
@@ -70,6 +72,11 @@ class Watcher:
         self._lock = threading.Lock()
         self.listening = threading.Event()  # subscribed to the cancel channel now
         self._owner_pid: int | None = None
+        self._stopping = threading.Event()
+
+    def stop(self) -> None:
+        """Stop the watcher's thread (it ends within POLL_SECONDS); its watches see no more announcements."""
+        self._stopping.set()
 
     @contextlib.contextmanager
     def watch(self, run_id, *, look_up: bool = True):
@@ -117,7 +124,7 @@ class Watcher:
             try:
                 if pubsub is None:
                     pubsub = coordination().pubsub(ignore_subscribe_messages=True)
-                    pubsub.subscribe(_channel())
+                    pubsub.subscribe(channel())
                     self.listening.set()
                     if failing:
                         log.info("cancellation watcher has Redis again")
@@ -150,7 +157,7 @@ class Watcher:
         try:
             pipeline = coordination().pipeline(transaction=False)
             for run_id in run_ids:
-                pipeline.exists(_intent(run_id))
+                pipeline.exists(intent_key(run_id))
             requested.update(run_id for run_id, found in zip(run_ids, pipeline.execute(), strict=True) if found)
         except redis.RedisError:
             pass

@@ -206,7 +206,7 @@ def test_a_cancel_asked_while_redis_is_down_reaches_the_running_leg_through_the_
                 wait_until(cancelled.is_set, timeout=5, what="the watcher to find the cancel in the database")
             subscribed = watcher.listening.is_set()
     finally:
-        watcher._stopping.set()
+        watcher.stop()
 
     assert (response.status_code, response.json()) == (200, {})
     assert not subscribed, "the watcher never had Redis"

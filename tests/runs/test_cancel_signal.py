@@ -18,7 +18,7 @@ def test_an_intent_stored_before_the_run_starts_is_seen_at_once(redis_db):
 
     with cancel_signal.watcher.watch(run_id) as cancelled:
         assert cancelled.is_set()
-    assert 0 < redis_db.ttl(cancel_signal._intent(run_id)) <= 24 * 3600
+    assert 0 < redis_db.ttl(cancel_signal.intent_key(run_id)) <= 24 * 3600
 
 
 def test_a_cancel_announced_while_the_run_executes_sets_its_flag(redis_db):
@@ -26,7 +26,7 @@ def test_a_cancel_announced_while_the_run_executes_sets_its_flag(redis_db):
     with cancel_signal.watcher.watch(run_id) as cancelled, cancel_signal.watcher.watch(other) as untouched:
         assert not cancelled.is_set()
         wait_until(cancel_signal.watcher.listening.is_set, timeout=2, what="the watcher to subscribe")
-        redis_db.publish(cancel_signal._channel(), run_id)  # as another process's cancel_request announces it
+        redis_db.publish(cancel_signal.channel(), run_id)  # as another process's cancel_request announces it
         wait_until(cancelled.is_set, timeout=2, what="the announcement to arrive")
         assert not untouched.is_set()
 
@@ -37,7 +37,7 @@ def test_an_attempt_that_stops_watching_leaves_an_overlapping_attempt_of_the_run
         with cancel_signal.watcher.watch(run_id, look_up=False):  # an older, fenced attempt, come and gone
             pass
         wait_until(cancel_signal.watcher.listening.is_set, timeout=2, what="the watcher to subscribe")
-        redis_db.publish(cancel_signal._channel(), run_id)
+        redis_db.publish(cancel_signal.channel(), run_id)
 
         wait_until(live.is_set, timeout=2, what="the announcement to reach the attempt still watching")
 
@@ -45,7 +45,7 @@ def test_an_attempt_that_stops_watching_leaves_an_overlapping_attempt_of_the_run
 def test_an_intent_whose_announcement_was_lost_is_found_within_a_second_or_so(redis_db):
     run_id = str(uuid.uuid4())
     with cancel_signal.watcher.watch(run_id) as cancelled:
-        redis_db.set(cancel_signal._intent(run_id), 1)  # stored, never announced
+        redis_db.set(cancel_signal.intent_key(run_id), 1)  # stored, never announced
 
         wait_until(cancelled.is_set, timeout=2.5, what="the watcher's poll to find the intent")
 

@@ -32,7 +32,7 @@ def publisher(redis_db):
     client = redis.Redis.from_url(current().services.redis_url)
     yield client
     client.close()
-    process_hub._Inbox.ready = None
+    process_hub.inbox_lost()
 
 
 async def started_hub() -> process_hub.Hub:
@@ -59,7 +59,7 @@ def test_events_that_reach_the_inbox_before_their_stream_are_kept_for_it_and_onl
         monkeypatch.setattr(process_hub, "UNCLAIMED_SECONDS", 0.0)
         publisher.publish(hub.inbox, f"{late}\n{event(late, 0)}")  # its arrival drops what waited too long
         await asyncio.sleep(0.2)
-        return got, set(hub._unclaimed), set(hub._direct)
+        return got, hub.unclaimed(), hub.reading()
 
     got, unclaimed, direct = asyncio.run(scenario())
 
@@ -136,7 +136,7 @@ def test_an_sse_response_sends_the_frames_that_end_the_stream_as_the_end_of_its_
 
 def test_an_inline_run_whose_stream_has_ended_is_not_cancelled_by_a_disconnect(monkeypatch):
     cancelled = []
-    monkeypatch.setattr(responses, "_cancel_soon", cancelled.append)
+    monkeypatch.setattr(responses, "cancel_soon", cancelled.append)
 
     async def frames():
         yield "event: RunContent\n\n"
