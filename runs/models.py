@@ -115,8 +115,8 @@ class RunEvent(models.Model):
     """A stored event (all but content chunks). `event_index` is per run and strictly increasing."""
 
     # No constraint in the database: an event is only ever written in the transaction that records its run's leg
-    # (or its end), and runs are not deleted but through the ORM, which deletes their events first. Checking a key
-    # per stored event cost a tenth of PostgreSQL's time per run.
+    # (or its end), and runs are not deleted but through the ORM, which deletes their events first; a key check
+    # per stored event would cost PostgreSQL time on every run (docs/benchmarks-history.md).
     run = models.ForeignKey(
         Run, on_delete=models.CASCADE, related_name="events", db_index=False, db_constraint=False
     )  # indexed by run_event_index

@@ -1,15 +1,10 @@
 """The live event stream's publishing half (CONTRACT 10): a run's events go to Redis as the run emits them.
 
-Each run has a buffer, a sorted set of its events scored by `event_index` that Redis keeps for
-AGENTOS_STREAM_BUFFER_SECONDS after the run's last event (at most `UNSTREAMED_SECONDS` for a run submitted without a
-stream: no client attached to it, and only a live watcher or a resume soon after its end reads them), and a channel.
-Every event is added to the buffer before it is published, so a reader that subscribes first and reads the buffer
-second misses nothing (`runs.events.streams`). Events are sent by a thread of the process that batches whatever has
-queued into one pipeline, so a chunk costs the run loop a queue put; they leave in the order they were emitted, the
-events of one run that queued up together as one message (`frames_of` splits it).
-
-Redis being down costs the live view only: the run row and its stored events are the truth. After a failed
-send, events are dropped for PAUSE seconds instead of each waiting out a timeout.
+Each run has a channel and a buffer: a sorted set of its events by `event_index`, kept `keep_seconds` after its
+last event. An event is added to the buffer before it is published, so a reader that subscribes first and reads
+the buffer second misses nothing (`runs.events.streams`). A thread of the process sends whatever has queued in one
+pipeline, in the order emitted, a run's queued events as one message (`frames_of` splits it). Redis being down
+costs the live view only (the database has the truth); after a failed send, events are dropped for PAUSE seconds.
 """
 
 from __future__ import annotations
@@ -40,7 +35,8 @@ def channel(run_id) -> str:
 
 
 def keep_seconds(*, stream: bool) -> int:
-    """How long Redis keeps the buffer of a run submitted with (or without) a stream after its last event."""
+    """How long Redis keeps the buffer of a run submitted with (or without) a stream after its last event: without
+    one, at most UNSTREAMED_SECONDS, as only a live watcher or a resume soon after its end reads it."""
     seconds = current().streams.buffer_seconds
     return int(seconds if stream else min(seconds, UNSTREAMED_SECONDS))
 
@@ -57,8 +53,7 @@ class Sender(BatchingThread):
     name = "agentos-events"
     batch = BATCH
     # After each batch the thread rests 2 ms: a run that emits events in a burst has them go out in a few
-    # batches, not one wake-up and one pipeline each (a streamed drain's worker CPU per run 2.81 -> 2.59 ms);
-    # an event that comes after a quiet spell still goes out at once.
+    # batches, not one wake-up and one pipeline each; an event that comes after a quiet spell still goes out at once.
     pause = 0.002
     PAUSE = 5.0
 

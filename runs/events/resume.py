@@ -5,9 +5,8 @@
   buffer, or once it expired from the stored events (a run submitted without streaming: none, and a message);
 - an unknown run: an `error` frame.
 
-A run with several legs (paused and continued, failed or cancelled and requeued) has an ending event per leg.
-Its stream ends at the last one: a replay sends every event the run had when the request read it, and a live
-stream goes on past the ends of the legs that were over by then (`streams.Tail`).
+A run with several legs has an ending event per leg; its stream ends at the last one: a replay sends every event
+the run had when the request read it, a live stream goes on past the ends of earlier legs (`streams.Tail`).
 """
 
 from __future__ import annotations
