@@ -219,6 +219,11 @@ def api() -> APIClient:
     return APIClient()
 
 
+def submit(api, *, prefix="/agents/stub-agent", fmt="multipart", **fields):
+    body = {"background": "true", "stream": "false", **fields}
+    return api.post(f"{prefix}/runs", body, format=fmt)
+
+
 def submit_background(client: APIClient, session_id: str, message: str) -> str:
     """Submit a background, non-streaming stub-agent run in-process; returns its run_id (asserting the 202)."""
     response = client.post(

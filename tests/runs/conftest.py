@@ -28,11 +28,6 @@ def storeless_agent():
     registry.unregister(agent.kind, agent.id)
 
 
-def submit(api, *, prefix="/agents/stub-agent", fmt="multipart", **fields):
-    body = {"background": "true", "stream": "false", **fields}
-    return api.post(f"{prefix}/runs", body, format=fmt)
-
-
 def accept_run(*, session_id: str, message: str = "hi sleep=0", component: str = "stub-agent", **queue) -> str:
     """Accept a background run through the real service (queue settings changed by `queue`); returns its id."""
     submission = Submission(

@@ -20,7 +20,8 @@ from queueing.worker import worker_execute, worker_identity
 from runs.models import Run, RunEvent
 from runs.services.leg import mark_tools_applied
 
-from .conftest import accept_run, row_counts, submit
+from ..conftest import submit
+from .conftest import accept_run, row_counts
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HITL = "/agents/hitl-agent/runs"

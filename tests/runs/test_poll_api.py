@@ -6,7 +6,8 @@ import pytest
 
 from queueing.worker import worker_execute
 
-from .conftest import row_counts, submit
+from ..conftest import submit
+from .conftest import row_counts
 
 pytestmark = pytest.mark.django_db
 ISO_MICROSECONDS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$")

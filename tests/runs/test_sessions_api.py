@@ -7,8 +7,8 @@ from queueing.worker import worker_execute
 from runs.models import AgentSession, Run
 from runs.selectors import session_history
 
-from ..conftest import in_threads
-from .conftest import row_counts, submit
+from ..conftest import in_threads, submit
+from .conftest import row_counts
 
 pytestmark = pytest.mark.django_db
 

@@ -14,8 +14,7 @@ from queueing import router
 from queueing.models import Ticket
 from runs.models import AgentSession, Run
 
-from ..conftest import in_threads
-from .conftest import submit
+from ..conftest import in_threads, submit
 
 pytestmark = pytest.mark.django_db
 
