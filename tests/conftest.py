@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 from urllib.parse import quote
 
@@ -21,6 +22,7 @@ import pytest
 import redis
 import requests
 from django.db import connection
+from django.http import HttpResponse
 from django.test import override_settings
 from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
@@ -29,6 +31,7 @@ from agentos_project.conf import current
 from agentos_project.postgres.base import close_pools
 
 ROOT = Path(__file__).resolve().parent.parent
+STUB_AGENT = "/agents/stub-agent"
 
 
 def wait_until(predicate: Callable[[], object], *, timeout: float, interval: float = 0.05, what: str = "condition"):
@@ -219,18 +222,21 @@ def api() -> APIClient:
     return APIClient()
 
 
-def submit(api, *, prefix="/agents/stub-agent", fmt="multipart", **fields):
+def submit(
+    api: APIClient, *, prefix: str = STUB_AGENT, fmt: str = "multipart", environ: dict[str, str] | None = None, **fields
+) -> HttpResponse:
+    """POST `{prefix}/runs` in-process, background and not streamed unless `fields` say otherwise; the answer.
+    `environ`: request headers by their WSGI names (HTTP_IDEMPOTENCY_KEY)."""
     body = {"background": "true", "stream": "false", **fields}
-    return api.post(f"{prefix}/runs", body, format=fmt)
+    return api.post(f"{prefix}/runs", body, format=fmt, **(environ or {}))
 
 
-def submit_background(client: APIClient, session_id: str, message: str) -> str:
-    """Submit a background, non-streaming stub-agent run in-process; returns its run_id (asserting the 202)."""
-    response = client.post(
-        "/agents/stub-agent/runs",
-        {"message": message, "session_id": session_id, "background": "true", "stream": "false"},
-        format="multipart",
-    )
+def submit_background(api: APIClient, session_id: str, message: str, *, max_attempts: int | None = None) -> str:
+    """Submit a background, non-streaming stub-agent run in-process; returns its run_id (asserting the 202).
+    `max_attempts`: the run's attempt budget, instead of the queue's setting."""
+    budget = with_conf("queue", max_attempts=max_attempts) if max_attempts is not None else nullcontext()
+    with budget:
+        response = submit(api, message=message, session_id=session_id)
     assert response.status_code == 202, response.content
     return response.json()["run_id"]
 

@@ -5,10 +5,7 @@ import signal
 import time
 
 import pytest
-from django.test import override_settings
-from rest_framework.test import APIClient
 
-from agentos_project.conf import current
 from queueing.models import Ticket
 from queueing.shutdown import INTERRUPTED
 from queueing.tickets import SWEEP_ERROR
@@ -20,11 +17,6 @@ pytestmark = pytest.mark.slow
 GRACE = {"AGENTOS_LOCK_GRACE_SECONDS": "3", "AGENTOS_POLL_INTERVAL": "0.5"}
 
 
-def submit(session_id: str, message: str, *, max_attempts: int = 1) -> str:
-    with override_settings(AGENTOS=current().replace("queue", max_attempts=max_attempts)):
-        return submit_background(APIClient(), session_id, message)
-
-
 def status_of(run_id: str) -> str:
     return Run.objects.get(pk=run_id).status
 
@@ -34,12 +26,12 @@ def wait_status(run_id: str, status: str, timeout: float) -> Run:
     return Run.objects.get(pk=run_id)
 
 
-def test_sigkill_without_budget_fails_the_run_visibly_and_the_session_moves_on(start_worker, start_sweeper):
+def test_sigkill_without_budget_fails_the_run_visibly_and_the_session_moves_on(start_worker, start_sweeper, api):
     doomed = start_worker(concurrency=1, **GRACE)
     start_sweeper(**GRACE)
-    victim = submit("kill-1", "long sleep=10")
-    successor = submit("kill-1", "next sleep=0")
-    bystander = submit("kill-2", "other session sleep=0")
+    victim = submit_background(api, "kill-1", "long sleep=10", max_attempts=1)
+    successor = submit_background(api, "kill-1", "next sleep=0", max_attempts=1)
+    bystander = submit_background(api, "kill-2", "other session sleep=0", max_attempts=1)
     wait_status(victim, "RUNNING", timeout=10)
 
     doomed.signal(signal.SIGKILL)
@@ -54,17 +46,17 @@ def test_sigkill_without_budget_fails_the_run_visibly_and_the_session_moves_on(s
     assert wait_status(bystander, "COMPLETED", timeout=20).attempt == 1
 
 
-def running_on_a_lone_worker(start_worker, start_sweeper, session_id: str, message: str):
+def running_on_a_lone_worker(start_worker, start_sweeper, api, session_id: str, message: str):
     """A worker (one slot) and a sweeper with a 3 s grace, and a run of budget 2 that it is executing now."""
     worker = start_worker(concurrency=1, **GRACE)
     start_sweeper(**GRACE)
-    run_id = submit(session_id, message, max_attempts=2)
+    run_id = submit_background(api, session_id, message, max_attempts=2)
     wait_status(run_id, "RUNNING", timeout=10)
     return worker, run_id
 
 
-def test_sigkill_with_budget_re_executes_the_run_under_the_same_id(start_worker, start_sweeper):
-    doomed, victim = running_on_a_lone_worker(start_worker, start_sweeper, "kill-3", "long sleep=4")
+def test_sigkill_with_budget_re_executes_the_run_under_the_same_id(start_worker, start_sweeper, api):
+    doomed, victim = running_on_a_lone_worker(start_worker, start_sweeper, api, "kill-3", "long sleep=4")
 
     doomed.signal(signal.SIGKILL)
     start_worker(concurrency=4, **GRACE)
@@ -74,8 +66,8 @@ def test_sigkill_with_budget_re_executes_the_run_under_the_same_id(start_worker,
     assert list(RunEvent.objects.filter(run_id=victim, event="RunStarted").values_list("attempt", flat=True)) == [2]
 
 
-def test_a_frozen_worker_that_wakes_after_being_replaced_writes_nothing(start_worker, start_sweeper):
-    zombie, victim = running_on_a_lone_worker(start_worker, start_sweeper, "zombie-1", "frozen sleep=2")
+def test_a_frozen_worker_that_wakes_after_being_replaced_writes_nothing(start_worker, start_sweeper, api):
+    zombie, victim = running_on_a_lone_worker(start_worker, start_sweeper, api, "zombie-1", "frozen sleep=2")
 
     zombie.signal(signal.SIGSTOP)
     start_worker(concurrency=4, **GRACE)
@@ -100,12 +92,12 @@ def test_a_frozen_worker_that_wakes_after_being_replaced_writes_nothing(start_wo
     assert {attempt for _, attempt in events} == {2}
 
 
-def test_sigterm_drains_short_runs_and_requeues_or_fails_long_ones(start_worker):
+def test_sigterm_drains_short_runs_and_requeues_or_fails_long_ones(start_worker, api):
     drain = {"AGENTOS_LOCK_GRACE_SECONDS": "8", "AGENTOS_STOP_TIMEOUT_SECONDS": "2", "AGENTOS_RETRY_DELAY_SECONDS": "1"}
     worker = start_worker(concurrency=4, **drain)
-    short = submit("term-1", "short sleep=1")
-    spent = submit("term-2", "long sleep=20", max_attempts=1)
-    spare = submit("term-3", "long sleep=3", max_attempts=2)
+    short = submit_background(api, "term-1", "short sleep=1", max_attempts=1)
+    spent = submit_background(api, "term-2", "long sleep=20", max_attempts=1)
+    spare = submit_background(api, "term-3", "long sleep=3", max_attempts=2)
     for run_id in (short, spent, spare):
         wait_status(run_id, "RUNNING", timeout=10)
 
@@ -124,9 +116,9 @@ def test_sigterm_drains_short_runs_and_requeues_or_fails_long_ones(start_worker)
     assert wait_status(spare, "COMPLETED", timeout=15).attempt == 2
 
 
-def test_an_exploding_run_is_retried_with_backoff_then_fails(start_worker):
+def test_an_exploding_run_is_retried_with_backoff_then_fails(start_worker, api):
     worker = start_worker(concurrency=2, AGENTOS_RETRY_DELAY_SECONDS="0.3")
-    run_id = submit("retry-1", "explode sleep=0", max_attempts=3)
+    run_id = submit_background(api, "retry-1", "explode sleep=0", max_attempts=3)
 
     run = wait_status(run_id, "ERROR", timeout=20)
 
@@ -147,11 +139,11 @@ def test_an_exploding_run_is_retried_with_backoff_then_fails(start_worker):
     assert 0 <= delays[0] <= 0.3 and 0 <= delays[1] <= 0.6, "full jitter under a ceiling that doubles"
 
 
-def test_sigterm_while_a_head_runs_publishes_its_successor_for_another_worker(start_worker):
+def test_sigterm_while_a_head_runs_publishes_its_successor_for_another_worker(start_worker, api):
     drain = {"AGENTOS_LOCK_GRACE_SECONDS": "8", "AGENTOS_STOP_TIMEOUT_SECONDS": "3"}
     leaving = start_worker(concurrency=2, **drain)
-    head = submit("term-4", "head sleep=2")
-    successor = submit("term-4", "successor sleep=10")
+    head = submit_background(api, "term-4", "head sleep=2", max_attempts=1)
+    successor = submit_background(api, "term-4", "successor sleep=10", max_attempts=1)
     wait_status(head, "RUNNING", timeout=10)
 
     leaving.signal(signal.SIGTERM)
