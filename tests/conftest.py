@@ -241,6 +241,16 @@ def submit_background(api: APIClient, session_id: str, message: str, *, max_atte
     return response.json()["run_id"]
 
 
+def poll_answer(api: APIClient, run_id: str, session_id: str | None, *, prefix: str = STUB_AGENT) -> HttpResponse:
+    """GET `{prefix}/runs/{run_id}` in-process, with `session_id` unless it is None; the answer."""
+    return api.get(f"{prefix}/runs/{run_id}", {"session_id": session_id} if session_id is not None else {})
+
+
+def poll(api: APIClient, run_id: str, session_id: str, *, prefix: str = STUB_AGENT) -> dict:
+    """The run's body as GET `{prefix}/runs/{run_id}` answers it in-process."""
+    return poll_answer(api, run_id, session_id, prefix=prefix).json()
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -12,7 +12,7 @@ from queueing import metrics
 from queueing.models import Ticket
 from runs.models import Run
 
-from ..conftest import metric_samples, submit_background, wait_until
+from ..conftest import metric_samples, poll, submit_background, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -20,10 +20,6 @@ pytestmark = pytest.mark.slow
 def samples(api) -> dict[tuple[str, tuple], float]:
     metrics.recorder.flush()
     return metric_samples(api.get("/metrics").content.decode())
-
-
-def poll(api, run_id: str, session_id: str) -> dict:
-    return api.get(f"/agents/stub-agent/runs/{run_id}?session_id={session_id}").json()
 
 
 def finished(api, run_id: str, session_id: str, *, timeout: float = 30) -> dict:

@@ -12,13 +12,9 @@ from queueing.models import Ticket
 from queueing.router import publish
 from runs.models import FINISHED, Run
 
-from ..conftest import submit_background, wait_until
+from ..conftest import poll, submit_background, wait_until
 
 pytestmark = pytest.mark.slow
-
-
-def poll(client, run_id: str, session_id: str) -> dict:
-    return client.get(f"/agents/stub-agent/runs/{run_id}", {"session_id": session_id}).json()
 
 
 def test_seed_scenario_three_runs_on_one_session_one_on_another(start_worker):

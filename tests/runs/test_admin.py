@@ -15,7 +15,7 @@ from queueing.tickets import SWEEP_ERROR, ticket_claim
 from queueing.worker import worker_execute
 from runs.models import Run
 
-from ..conftest import submit_background, wait_until, with_conf
+from ..conftest import poll, submit_background, wait_until, with_conf
 
 TICKETS = "/admin/queueing/ticket/"
 AN_HOUR = datetime.timedelta(hours=1)
@@ -40,10 +40,6 @@ def shown(response) -> list[tuple[int, str]]:
 
 def ticket_row(run_id: str) -> dict:
     return Ticket.objects.filter(pk=run_id).values().get()
-
-
-def poll(api, run_id: str, session_id: str) -> dict:
-    return api.get(f"/agents/stub-agent/runs/{run_id}", {"session_id": session_id}).json()
 
 
 def executed(api, session_id: str, message: str) -> str:

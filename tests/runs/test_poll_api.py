@@ -6,7 +6,7 @@ import pytest
 
 from queueing.worker import worker_execute
 
-from ..conftest import submit
+from ..conftest import poll, poll_answer, submit
 from .conftest import row_counts
 
 pytestmark = pytest.mark.django_db
@@ -18,12 +18,8 @@ def accepted(api):
     return submit(api, message="poll me sleep=0", session_id="chat-poll").json()
 
 
-def poll(api, run_id, session_id="chat-poll", prefix="/agents/stub-agent"):
-    return api.get(f"{prefix}/runs/{run_id}", {"session_id": session_id} if session_id is not None else {})
-
-
 def test_pending_run_has_exactly_the_base_fields(api, accepted):
-    response = poll(api, accepted["run_id"])
+    response = poll_answer(api, accepted["run_id"], "chat-poll")
 
     assert response.status_code == 200
     body = response.json()
@@ -40,7 +36,7 @@ def test_pending_run_has_exactly_the_base_fields(api, accepted):
 def test_completed_run_carries_content_events_metrics_and_times(api, accepted):
     assert worker_execute(ticket_id=accepted["run_id"]) is True
 
-    body = poll(api, accepted["run_id"]).json()
+    body = poll(api, accepted["run_id"], "chat-poll")
 
     assert body["status"] == "COMPLETED"
     assert body["queue_attempt"] == 1
@@ -59,14 +55,14 @@ def test_errored_run_carries_its_error_in_content(api):
     accepted = submit(api, message="explode sleep=0", session_id="chat-poll").json()
     worker_execute(ticket_id=accepted["run_id"])
 
-    body = poll(api, accepted["run_id"]).json()
+    body = poll(api, accepted["run_id"], "chat-poll")
 
     assert (body["status"], body["content"]) == ("ERROR", "stub model exploded")
     assert body["events"][-1]["event"] == "RunError"
 
 
 def test_poll_without_session_id_answers_422(api, accepted):
-    response = poll(api, accepted["run_id"], session_id=None)
+    response = poll_answer(api, accepted["run_id"], None)
 
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"] == ["query", "session_id"]
@@ -85,13 +81,13 @@ def test_poll_without_session_id_answers_422(api, accepted):
 def test_unknown_or_foreign_run_answers_404_run_not_found(api, accepted, run_id, session_id, prefix):
     before = row_counts()
 
-    response = poll(api, run_id or accepted["run_id"], session_id=session_id, prefix=prefix)
+    response = poll_answer(api, run_id or accepted["run_id"], session_id, prefix=prefix)
 
     assert (response.status_code, response.json()) == (404, {"detail": "Run not found"})
     assert row_counts() == before
 
 
 def test_run_polled_under_another_kind_answers_404(api, accepted):
-    response = api.get(f"/teams/stub-team/runs/{accepted['run_id']}", {"session_id": "chat-poll"})
+    response = poll_answer(api, accepted["run_id"], "chat-poll", prefix="/teams/stub-team")
 
     assert (response.status_code, response.json()) == (404, {"detail": "Run not found"})
