@@ -32,6 +32,7 @@ from agentos_project.postgres.base import close_pools
 
 ROOT = Path(__file__).resolve().parent.parent
 STUB_AGENT = "/agents/stub-agent"
+HITL_AGENT = "/agents/hitl-agent"
 
 
 def wait_until(predicate: Callable[[], object], *, timeout: float, interval: float = 0.05, what: str = "condition"):
@@ -257,7 +258,36 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-class ServeProcess(ChildProcess):
+class RunsOverHttp:
+    """A server of ours the test reaches over HTTP at `url`: background runs submitted to it and polled."""
+
+    url: str
+
+    def submit(
+        self, session_id: str, message: str, *, prefix: str = STUB_AGENT, headers: dict[str, str] | None = None
+    ) -> requests.Response:
+        """POST a background, non-streaming run to `{prefix}/runs` as a form; the answer."""
+        return requests.post(
+            f"{self.url}{prefix}/runs",
+            data={"message": message, "session_id": session_id, "background": "true", "stream": "false"},
+            headers=headers,
+            timeout=30,
+        )
+
+    def submitted(self, session_id: str, message: str, *, prefix: str = STUB_AGENT) -> str:
+        """Submit as `submit` does; the run_id, once the answer is the 202 of an accepted run."""
+        response = self.submit(session_id, message, prefix=prefix)
+        assert response.status_code == 202, response.text
+        return response.json()["run_id"]
+
+    def poll(self, run_id: str, session_id: str, *, prefix: str = STUB_AGENT) -> dict:
+        """The run's body as GET `{prefix}/runs/{run_id}` answers it (asserting the 200)."""
+        response = requests.get(f"{self.url}{prefix}/runs/{run_id}", params={"session_id": session_id}, timeout=10)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+
+class ServeProcess(ChildProcess, RunsOverHttp):
     """`python manage.py serve` (web + worker + sweeper) on a free port; stopped like Ctrl-C."""
 
     stop_signal = signal.SIGINT
@@ -279,15 +309,8 @@ class ServeProcess(ChildProcess):
             return None
         return response.json() if response.status_code == 200 else None
 
-    def submit(self, session_id: str, message: str, agent: str = "stub-agent") -> requests.Response:
-        return requests.post(
-            f"{self.url}/agents/{agent}/runs",
-            data={"message": message, "session_id": session_id, "background": "true", "stream": "false"},
-            timeout=30,
-        )
 
-
-class WebProcess(ChildProcess):
+class WebProcess(ChildProcess, RunsOverHttp):
     """One web replica: uvicorn serving agentos_project.asgi on a free port, as `serve` runs it."""
 
     def __init__(self, log_path: Path, env: dict[str, str]):
@@ -310,13 +333,6 @@ class WebProcess(ChildProcess):
     def post(self, path: str, *, streaming: bool = False, timeout: float = 30, **fields) -> requests.Response:
         """POST `fields` as a form; `streaming` reads the answer as it arrives (an SSE stream)."""
         return requests.post(f"{self.url}{path}", data=fields, stream=streaming, timeout=timeout)
-
-    def poll(self, run_id: str, session_id: str, agent: str = "stub-agent") -> dict:
-        response = requests.get(
-            f"{self.url}/agents/{agent}/runs/{run_id}", params={"session_id": session_id}, timeout=10
-        )
-        assert response.status_code == 200, response.text
-        return response.json()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import asyncio
 import logging
 
 import pytest
-import requests
 from agno.client import AgentOSClient
 from agno.run.agent import RunCompletedEvent, RunContentEvent, RunOutput, RunStartedEvent
 from agno.run.requirement import RunRequirement
@@ -60,9 +59,8 @@ def polled(web, prefix: str, run_id: str, session_id: str, status: str) -> dict:
     """The run's poll (`GET {prefix}/runs/{run_id}`) once it has `status`."""
 
     def body():
-        answer = requests.get(f"{web.url}{prefix}/runs/{run_id}", params={"session_id": session_id}, timeout=10)
-        assert answer.status_code == 200, answer.text
-        return answer.json()["status"] == status and answer.json()
+        answer = web.poll(run_id, session_id, prefix=prefix)
+        return answer["status"] == status and answer
 
     return wait_until(body, timeout=20, what=f"run {run_id} to be {status}")
 

@@ -24,13 +24,13 @@ import requests
 
 from agentos_project.embedded import PG_USER, SHARED
 
-from ..conftest import ROOT, embedded_env, free_port, wait_until
+from ..conftest import ROOT, RunsOverHttp, embedded_env, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 EMBEDDED_PORTS = {54329, 63790}
 
 
-class MakeServe:
+class MakeServe(RunsOverHttp):
     """`make serve` in its own process group, stopped as a terminal's SIGTERM would stop it."""
 
     def __init__(self, clone, port: int, log, venv: Path | None = ROOT / ".venv"):
@@ -60,20 +60,6 @@ class MakeServe:
             return requests.get(f"{self.url}{path}", timeout=2).status_code == 200
         except requests.RequestException:
             return False
-
-    def submit(self, session_id: str, message: str) -> str:
-        response = requests.post(
-            f"{self.url}/agents/stub-agent/runs",
-            data={"message": message, "session_id": session_id, "background": "true", "stream": "false"},
-            timeout=10,
-        )
-        assert response.status_code == 202, response.text
-        return response.json()["run_id"]
-
-    def poll(self, run_id: str, session_id: str) -> dict:
-        return requests.get(
-            f"{self.url}/agents/stub-agent/runs/{run_id}", params={"session_id": session_id}, timeout=5
-        ).json()
 
     def stop(self, clone) -> None:
         """SIGTERM to the whole group (make and serve, as a terminal's kill would): make dies of it, serve drains,
@@ -120,9 +106,9 @@ def test_a_fresh_clone_serves_and_a_second_start_reuses_its_data(clone, tmp_path
     with open(tmp_path / "serve1.log", "w") as log:
         first = MakeServe(clone, port, log)
         first_start = first.healthy_after()
-        done = first.submit("fresh-1", "hello sleep=0")
+        done = first.submitted("fresh-1", "hello sleep=0")
         wait_until(lambda: first.poll(done, "fresh-1")["status"] == "COMPLETED", timeout=30, what="the first run")
-        head, tail = first.submit("fresh-2", "head sleep=2"), first.submit("fresh-2", "tail sleep=0")
+        head, tail = first.submitted("fresh-2", "head sleep=2"), first.submitted("fresh-2", "tail sleep=0")
         wait_until(lambda: first.poll(head, "fresh-2")["status"] == "RUNNING", timeout=30, what="the head to start")
         first.stop(clone)
     initialised = (clone / ".run").exists()
@@ -161,7 +147,7 @@ def test_a_root_start_from_a_private_folder_serves_a_run(clone, tmp_path):
             served = MakeServe(clone, free_port(), log, venv=None)
             try:
                 served.healthy_after()
-                run_id = served.submit("root-start", "from a private folder sleep=0")
+                run_id = served.submitted("root-start", "from a private folder sleep=0")
                 wait_until(lambda: served.poll(run_id, "root-start")["status"] == "COMPLETED", timeout=30, what="run")
                 run = served.poll(run_id, "root-start")
                 reaches_wheel = subprocess.run(["test", "-r", str(package / "__init__.py")], user=PG_USER).returncode

@@ -9,29 +9,23 @@ import time
 from datetime import datetime
 
 import pytest
-import requests
 
 from queueing.models import Ticket
-from tests.conftest import sse_frames, wait_until
+from tests.conftest import HITL_AGENT, sse_frames, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-HITL = "/agents/hitl-agent/runs"
+HITL = f"{HITL_AGENT}/runs"
 
 
-def poll(web, run_id: str, session_id: str, runs: str = HITL) -> dict:
-    return requests.get(f"{web.url}{runs}/{run_id}", params={"session_id": session_id}, timeout=10).json()
-
-
-def paused_run(web, session_id: str, message: str = "please delete scratch sleep=0", runs: str = HITL):
+def paused_run(web, session_id: str, message: str = "please delete scratch sleep=0", *, prefix: str = HITL_AGENT):
     """A background run submitted and seen PAUSED: its id and its poll body."""
-    fields = {"message": message, "session_id": session_id, "background": "true", "stream": "false"}
-    run_id = web.post(runs, **fields).json()["run_id"]
-    return run_id, wait_for(web, run_id, session_id, "PAUSED", runs=runs)
+    run_id = web.submitted(session_id, message, prefix=prefix)
+    return run_id, wait_for(web, run_id, session_id, "PAUSED", prefix=prefix)
 
 
-def wait_for(web, run_id, session_id, status, timeout=20, runs: str = HITL) -> dict:
+def wait_for(web, run_id, session_id, status, timeout=20, *, prefix: str = HITL_AGENT) -> dict:
     return wait_until(
-        lambda: (body := poll(web, run_id, session_id, runs))["status"] == status and body,
+        lambda: (body := web.poll(run_id, session_id, prefix=prefix))["status"] == status and body,
         timeout=timeout,
         what=f"run {run_id} to be {status}",
     )
@@ -49,7 +43,7 @@ def test_a_paused_run_holds_its_session_until_it_is_continued(start_web, start_w
         "run_id"
     ]
     ticket = Ticket.objects.get(pk=run_id)
-    waiting = web.poll(follow_up, "h-1", "hitl-agent")
+    waiting = web.poll(follow_up, "h-1", prefix=HITL_AGENT)
 
     answer = web.post(
         f"{HITL}/{run_id}/continue", session_id="h-1", background="true", stream="false", tools=decide(paused, True)
@@ -105,7 +99,7 @@ def test_two_pauses_in_one_run_with_stream_indices_going_on(start_web, start_wor
         )
     )
     run_id = first[0][1]["run_id"]
-    paused = web.poll(run_id, "h-3", "hitl-agent")
+    paused = web.poll(run_id, "h-3", prefix=HITL_AGENT)
     sent = time.monotonic()
     response = web.post(
         f"{HITL}/{run_id}/continue", streaming=True, session_id="h-3", background="true", tools=decide(paused, True)
@@ -114,7 +108,7 @@ def test_two_pauses_in_one_run_with_stream_indices_going_on(start_web, start_wor
     second = [next(frames)]
     print(f"\ncontinue sent to the leg's first event at the client: {(time.monotonic() - sent) * 1000:.1f} ms")
     second += list(frames)
-    paused_again = web.poll(run_id, "h-3", "hitl-agent")
+    paused_again = web.poll(run_id, "h-3", prefix=HITL_AGENT)
     third = list(
         sse_frames(
             web.post(
@@ -134,7 +128,7 @@ def test_two_pauses_in_one_run_with_stream_indices_going_on(start_web, start_wor
     indices = [data["event_index"] for leg in (first, second, third) for _, data in leg]
     assert indices == list(range(len(indices)))
     assert paused["tools"][0]["tool_call_id"] != paused_again["tools"][0]["tool_call_id"]
-    done = web.poll(run_id, "h-3", "hitl-agent")
+    done = web.poll(run_id, "h-3", prefix=HITL_AGENT)
     assert (done["status"], done["content"], done["queue_attempt"]) == ("COMPLETED", "done: tool result received", 3)
 
 
@@ -179,11 +173,11 @@ def test_teams_and_workflows_pause_on_a_members_or_steps_tool(start_web, start_w
     web = start_web()
     kind = prefix.split("/")[1][:-1]
     runs = f"{prefix}/runs"
-    run_id, paused = paused_run(web, "h-5", runs=runs)
+    run_id, paused = paused_run(web, "h-5", prefix=prefix)
     answer = web.post(
         f"{runs}/{run_id}/continue", session_id="h-5", background="true", stream="false", tools=decide(paused, True)
     )
-    done = wait_for(web, run_id, "h-5", "COMPLETED", runs=runs)
+    done = wait_for(web, run_id, "h-5", "COMPLETED", prefix=prefix)
 
     assert [t["tool_name"] for t in paused["tools"]] == ["delete_temp_files"]
     assert answer.status_code == 202

@@ -8,15 +8,14 @@ import json
 
 import pytest
 import redis
-import requests
 
 from agentos_project.conf import current
 from runs.events import eventbus
-from tests.conftest import sse_frames, wait_until
+from tests.conftest import HITL_AGENT, STUB_AGENT, sse_frames, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-HITL = "/agents/hitl-agent/runs"
-RUNS = "/agents/stub-agent/runs"
+HITL = f"{HITL_AGENT}/runs"
+RUNS = f"{STUB_AGENT}/runs"
 
 
 def events_only(frames) -> list[tuple[str, dict]]:
@@ -63,10 +62,6 @@ def continued_run(web, session_id: str) -> tuple[str, list, list]:
     second = events_only(sse_frames(answer))
     assert second[-1][0] == "RunCompleted", second
     return run_id, first, second
-
-
-def poll(web, runs: str, run_id: str, session_id: str) -> dict:
-    return requests.get(f"{web.url}{runs}/{run_id}", params={"session_id": session_id}, timeout=10).json()
 
 
 def test_a_continued_run_resumes_through_both_legs_from_the_buffer_and_from_the_database(start_web, start_worker):
@@ -123,7 +118,9 @@ def test_a_live_resume_during_a_continuation_is_subscribed_and_follows_it_to_its
     run_id, first = paused_leg(web, "legs-3", "please delete scratch sleep=2 pace=0.05")
     web.post(f"{HITL}/{run_id}/continue", session_id="legs-3", background="true", stream="false",
              tools=confirmed(first))  # fmt: skip
-    wait_until(lambda: poll(web, HITL, run_id, "legs-3")["status"] == "RUNNING", timeout=20, what="the second leg")
+    wait_until(
+        lambda: web.poll(run_id, "legs-3", prefix=HITL_AGENT)["status"] == "RUNNING", timeout=20, what="the second leg"
+    )
 
     live = resume(web, HITL, run_id, "legs-3", -1)
 
@@ -153,7 +150,7 @@ def test_a_requeued_run_resumes_past_its_old_end_live_from_the_buffer_and_from_t
     first = [started, *events_only(frames)]
     assert names(first)[-1] == "RunCancelled"
     assert api.post(f"/queue/jobs/{run_id}/requeue").status_code == 200
-    wait_until(lambda: poll(web, RUNS, run_id, "legs-4")["status"] == "RUNNING", timeout=20, what="the requeued run")
+    wait_until(lambda: web.poll(run_id, "legs-4")["status"] == "RUNNING", timeout=20, what="the requeued run")
 
     live = resume(web, RUNS, run_id, "legs-4", -1)
     replayed = resume(web, RUNS, run_id, "legs-4", -1)

@@ -235,11 +235,7 @@ def test_cancel_through_replica_b_ends_a_stream_on_replica_a(start_web, start_wo
 def test_cancel_of_a_queued_run_is_immediate_and_its_session_goes_on(start_web, start_worker):
     start_worker()
     web = start_web()
-
-    def submit(message):
-        return web.post(RUNS, message=message, session_id="q-1", background="true", stream="false").json()["run_id"]
-
-    head, cancelled, after = submit("head sleep=2"), submit("second sleep=0"), submit("third sleep=0")
+    head, cancelled, after = (web.submitted("q-1", m) for m in ("head sleep=2", "second sleep=0", "third sleep=0"))
     answer = web.post(f"{RUNS}/{cancelled}/cancel", timeout=5)
     right_away = web.poll(cancelled, "q-1")
     wait_until(lambda: web.poll(after, "q-1")["status"] == "COMPLETED", timeout=20, what="the third run")

@@ -15,7 +15,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from ..conftest import wait_until
+from ..conftest import HITL_AGENT, STUB_AGENT, wait_until
 from .conftest import needs_browser
 
 pytestmark = [pytest.mark.slow, needs_browser]
@@ -97,18 +97,11 @@ def test_a_paused_run_holds_its_session_and_is_continued_from_its_bar(start_serv
     WebDriverWait(browser, 10).until(lambda b: "done: tool result received" in b.find_element(By.ID, "detail").text)
 
 
-def poll(serve, run_id: str, session_id: str, agent: str = "stub-agent") -> dict:
-    url = f"{serve.url}/agents/{agent}/runs/{run_id}"
-    return requests.get(url, params={"session_id": session_id}, timeout=10).json()
-
-
-def submitted(serve, session_id: str, message: str, *, agent: str = "stub-agent", until: str | None = None) -> str:
+def submitted(serve, session_id: str, message: str, *, prefix: str = STUB_AGENT, until: str | None = None) -> str:
     """Submit a background run over HTTP, not from the page; returns its run_id once it is `until`, when given."""
-    response = serve.submit(session_id, message, agent=agent)
-    assert response.status_code == 202, response.text
-    run_id = response.json()["run_id"]
+    run_id = serve.submitted(session_id, message, prefix=prefix)
     if until is not None:
-        reached = lambda: poll(serve, run_id, session_id, agent)["status"] == until  # noqa: E731
+        reached = lambda: serve.poll(run_id, session_id, prefix=prefix)["status"] == until  # noqa: E731
         wait_until(reached, timeout=30, what=f"{message!r} to be {until}")
     return run_id
 
@@ -124,8 +117,8 @@ def summary_count(browser, status: str) -> str | None:
 
 def test_runs_submitted_elsewhere_are_shown_with_their_states_and_kept_current(start_serve, browser):
     serve = start_serve()
-    paused = submitted(serve, "held", "please delete scratch sleep=4", agent="hitl-agent", until="PAUSED")
-    submitted(serve, "held", "after sleep=0", agent="hitl-agent")  # waits behind the paused run
+    paused = submitted(serve, "held", "please delete scratch sleep=4", prefix=HITL_AGENT, until="PAUSED")
+    submitted(serve, "held", "after sleep=0", prefix=HITL_AGENT)  # waits behind the paused run
     running = submitted(serve, "busy", "long sleep=60", until="RUNNING")
 
     open_page(browser, serve)
@@ -157,7 +150,7 @@ def test_runs_submitted_elsewhere_are_shown_with_their_states_and_kept_current(s
 
     # Continued and cancelled elsewhere: the page follows. The continuation runs 4 s; a stream that closes while it
     # runs (as a resume of a run with two legs does today, issue 27) is resumed after 1 s, then 2 s, then 4 s.
-    tools = [{**tool, "confirmed": True} for tool in poll(serve, paused, "held", "hitl-agent")["tools"]]
+    tools = [{**tool, "confirmed": True} for tool in serve.poll(paused, "held", prefix=HITL_AGENT)["tools"]]
     continued = requests.post(
         f"{serve.url}/agents/hitl-agent/runs/{paused}/continue",
         data={"session_id": "held", "tools": json.dumps(tools), "background": "true", "stream": "false"},
@@ -195,12 +188,7 @@ def type_token(browser, token: str) -> None:
 
 def test_the_page_says_which_token_the_run_list_needs_and_lists_the_runs_once_given_it(start_serve, browser):
     serve = start_serve(AGENTOS_SECURITY_KEY="the-key", AGENTOS_ADMIN_TOKEN="the-admin-token")
-    submitted = requests.post(
-        f"{serve.url}/agents/stub-agent/runs",
-        data={"message": "elsewhere sleep=0", "session_id": "gated", "background": "true", "stream": "false"},
-        headers={"Authorization": "Bearer the-key"},
-        timeout=10,
-    )
+    submitted = serve.submit("gated", "elsewhere sleep=0", headers={"Authorization": "Bearer the-key"})
     assert submitted.status_code == 202, submitted.text
 
     browser.get(f"{serve.url}/ui/")
