@@ -252,6 +252,17 @@ def poll(api: APIClient, run_id: str, session_id: str, *, prefix: str = STUB_AGE
     return poll_answer(api, run_id, session_id, prefix=prefix).json()
 
 
+def wait_status(
+    api: APIClient, run_id: str, session_id: str, *statuses: str, prefix: str = STUB_AGENT, timeout: float = 20
+) -> dict:
+    """Poll the run in-process until its status is one of `statuses`; its body then."""
+    return wait_until(
+        lambda: (body := poll(api, run_id, session_id, prefix=prefix))["status"] in statuses and body,
+        timeout=timeout,
+        what=f"run {run_id} to be {' or '.join(statuses)}",
+    )
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -262,6 +273,14 @@ class RunsOverHttp:
     """A server of ours the test reaches over HTTP at `url`: background runs submitted to it and polled."""
 
     url: str
+
+    def get(self, path: str, **params):
+        """The JSON of a 200 answer to GET `path`; None for any other answer, or none (a server in an outage)."""
+        try:
+            response = requests.get(f"{self.url}{path}", params=params, timeout=5)
+        except requests.RequestException:
+            return None
+        return response.json() if response.status_code == 200 else None
 
     def submit(
         self, session_id: str, message: str, *, prefix: str = STUB_AGENT, headers: dict[str, str] | None = None
@@ -286,6 +305,30 @@ class RunsOverHttp:
         assert response.status_code == 200, response.text
         return response.json()
 
+    def wait_status(
+        self,
+        run_id: str,
+        session_id: str,
+        *statuses: str,
+        prefix: str = STUB_AGENT,
+        timeout: float = 20,
+        interval: float = 0.05,
+        through_errors: bool = False,
+    ) -> dict:
+        """Poll the run until its status is one of `statuses`; its body then. `through_errors`: an answer other than
+        200, or none, is polled again (as `get` reads it) instead of failing the test."""
+
+        def reached():
+            if through_errors:
+                body = self.get(f"{prefix}/runs/{run_id}", session_id=session_id)
+            else:
+                body = self.poll(run_id, session_id, prefix=prefix)
+            return body and body["status"] in statuses and body
+
+        return wait_until(
+            reached, timeout=timeout, interval=interval, what=f"run {run_id} to be {' or '.join(statuses)}"
+        )
+
 
 class ServeProcess(ChildProcess, RunsOverHttp):
     """`python manage.py serve` (web + worker + sweeper) on a free port; stopped like Ctrl-C."""
@@ -301,13 +344,6 @@ class ServeProcess(ChildProcess, RunsOverHttp):
         ready = lambda: " ready." in self.log() and self.get("/health") is not None  # noqa: E731
         self.wait_for(ready, timeout=timeout, what="serve to be ready")
         return self
-
-    def get(self, path: str, **params):
-        try:
-            response = requests.get(f"{self.url}{path}", params=params, timeout=5)
-        except requests.RequestException:
-            return None
-        return response.json() if response.status_code == 200 else None
 
 
 class WebProcess(ChildProcess, RunsOverHttp):

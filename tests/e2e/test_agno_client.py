@@ -25,7 +25,7 @@ from agno.run.workflow import (
 )
 from agno.workflow.types import StepRequirement
 
-from tests.conftest import wait_until
+from tests.conftest import HITL_AGENT, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DELETE = "please delete scratch sleep=0"
@@ -53,16 +53,6 @@ def agno_errors():
     logging.getLogger("agno").addHandler(handler)
     yield messages
     logging.getLogger("agno").removeHandler(handler)
-
-
-def polled(web, prefix: str, run_id: str, session_id: str, status: str) -> dict:
-    """The run's poll (`GET {prefix}/runs/{run_id}`) once it has `status`."""
-
-    def body():
-        answer = web.poll(run_id, session_id, prefix=prefix)
-        return answer["status"] == status and answer
-
-    return wait_until(body, timeout=20, what=f"run {run_id} to be {status}")
 
 
 def confirmed(requirements: list[RunRequirement]) -> list[RunRequirement]:
@@ -127,7 +117,7 @@ def test_agnos_client_confirms_an_agents_polled_requirements_and_continues_with_
     client = AgentOSClient(base_url=web.url)
 
     accepted = run(client.run_agent("hitl-agent", DELETE, session_id="ag-4", background="true"))
-    paused = RunOutput.from_dict(polled(web, "/agents/hitl-agent", accepted.run_id, "ag-4", "PAUSED"))
+    paused = RunOutput.from_dict(web.wait_status(accepted.run_id, "ag-4", "PAUSED", prefix=HITL_AGENT))
     requirements = confirmed(paused.active_requirements)
     continued = run(
         client.continue_agent_run(
@@ -138,7 +128,7 @@ def test_agnos_client_confirms_an_agents_polled_requirements_and_continues_with_
             background="true",
         )
     )
-    done = polled(web, "/agents/hitl-agent", accepted.run_id, "ag-4", "COMPLETED")
+    done = web.wait_status(accepted.run_id, "ag-4", "COMPLETED", prefix=HITL_AGENT)
 
     assert [r.tool_execution.tool_name for r in requirements] == ["delete_temp_files"]
     assert [r.tool_execution.tool_call_id for r in requirements] == [tool.tool_call_id for tool in paused.tools]
@@ -160,7 +150,7 @@ def test_agnos_client_confirms_a_team_members_tool_from_the_polled_requirements(
     client = AgentOSClient(base_url=web.url)
 
     accepted = run(client.run_team("stub-team", DELETE, session_id="ag-t1", background="true"))
-    paused = TeamRunOutput.from_dict(polled(web, "/teams/stub-team", accepted.run_id, "ag-t1", "PAUSED"))
+    paused = TeamRunOutput.from_dict(web.wait_status(accepted.run_id, "ag-t1", "PAUSED", prefix="/teams/stub-team"))
     requirements = paused.active_requirements
     asked = [(r.tool_execution.tool_name, r.member_agent_id, r.member_agent_name) for r in requirements]
     continued = run(
@@ -168,7 +158,7 @@ def test_agnos_client_confirms_a_team_members_tool_from_the_polled_requirements(
             "stub-team", accepted.run_id, confirmed(requirements), session_id="ag-t1", background="true"
         )
     )
-    done = polled(web, "/teams/stub-team", accepted.run_id, "ag-t1", "COMPLETED")
+    done = web.wait_status(accepted.run_id, "ag-t1", "COMPLETED", prefix="/teams/stub-team")
 
     assert asked == [("delete_temp_files", "stub-member-1", "Member 1")]
     assert (continued.run_id, continued.status) == (accepted.run_id, "PENDING")
@@ -214,7 +204,9 @@ def test_agnos_client_confirms_a_workflow_steps_tool_from_the_polled_step_requir
     client = AgentOSClient(base_url=web.url)
 
     accepted = run(client.run_workflow("stub-workflow", DELETE, session_id="ag-w1", background="true"))
-    paused = WorkflowRunOutput.from_dict(polled(web, "/workflows/stub-workflow", accepted.run_id, "ag-w1", "PAUSED"))
+    paused = WorkflowRunOutput.from_dict(
+        web.wait_status(accepted.run_id, "ag-w1", "PAUSED", prefix="/workflows/stub-workflow")
+    )
     [step] = paused.steps_requiring_executor_resolution
     asked = [RunRequirement.from_dict(requirement) for requirement in step.executor_requirements]
     step.executor_requirements = [requirement.to_dict() for requirement in confirmed(asked)]
@@ -222,7 +214,7 @@ def test_agnos_client_confirms_a_workflow_steps_tool_from_the_polled_step_requir
         client.continue_workflow_run("stub-workflow", accepted.run_id, [step], session_id="ag-w1", background="true")
     )
     done = WorkflowRunOutput.from_dict(  # parses every stored event: an unknown one raises
-        polled(web, "/workflows/stub-workflow", accepted.run_id, "ag-w1", "COMPLETED")
+        web.wait_status(accepted.run_id, "ag-w1", "COMPLETED", prefix="/workflows/stub-workflow")
     )
 
     assert (paused.is_paused, step.step_name, step.step_index, step.executor_name) == (True, "Step 1", 0, "Step 1")

@@ -11,7 +11,7 @@ from datetime import datetime
 import pytest
 
 from queueing.models import Ticket
-from tests.conftest import HITL_AGENT, sse_frames, wait_until
+from tests.conftest import HITL_AGENT, sse_frames
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HITL = f"{HITL_AGENT}/runs"
@@ -20,15 +20,7 @@ HITL = f"{HITL_AGENT}/runs"
 def paused_run(web, session_id: str, message: str = "please delete scratch sleep=0", *, prefix: str = HITL_AGENT):
     """A background run submitted and seen PAUSED: its id and its poll body."""
     run_id = web.submitted(session_id, message, prefix=prefix)
-    return run_id, wait_for(web, run_id, session_id, "PAUSED", prefix=prefix)
-
-
-def wait_for(web, run_id, session_id, status, timeout=20, *, prefix: str = HITL_AGENT) -> dict:
-    return wait_until(
-        lambda: (body := web.poll(run_id, session_id, prefix=prefix))["status"] == status and body,
-        timeout=timeout,
-        what=f"run {run_id} to be {status}",
-    )
+    return run_id, web.wait_status(run_id, session_id, "PAUSED", prefix=prefix)
 
 
 def decide(body: dict, confirmed: bool) -> str:
@@ -48,8 +40,8 @@ def test_a_paused_run_holds_its_session_until_it_is_continued(start_web, start_w
     answer = web.post(
         f"{HITL}/{run_id}/continue", session_id="h-1", background="true", stream="false", tools=decide(paused, True)
     )
-    done = wait_for(web, run_id, "h-1", "COMPLETED")
-    after = wait_for(web, follow_up, "h-1", "COMPLETED")
+    done = web.wait_status(run_id, "h-1", "COMPLETED", prefix=HITL_AGENT)
+    after = web.wait_status(follow_up, "h-1", "COMPLETED", prefix=HITL_AGENT)
 
     assert (paused["queue_attempt"], ticket.status, ticket.attempt, ticket.max_attempts) == (1, "paused", 1, 1)
     assert [(t["tool_name"], t["tool_args"], t["requires_confirmation"], t["confirmed"]) for t in paused["tools"]] == [
@@ -85,7 +77,7 @@ def test_a_rejected_call_is_reported_to_the_model(start_web, start_worker):
     web.post(
         f"{HITL}/{run_id}/continue", session_id="h-2", background="true", stream="false", tools=decide(paused, False)
     )
-    done = wait_for(web, run_id, "h-2", "COMPLETED")
+    done = web.wait_status(run_id, "h-2", "COMPLETED", prefix=HITL_AGENT)
 
     assert done["content"] == "not done: The user rejected this tool call; it was not executed."
 
@@ -144,16 +136,16 @@ def test_a_lost_continuation_leg_that_ran_no_tool_is_parked_back_to_paused_and_c
     web.post(
         f"{HITL}/{run_id}/continue", session_id="h-4", background="true", stream="false", tools=decide(paused, False)
     )
-    wait_for(web, run_id, "h-4", "RUNNING")
+    web.wait_status(run_id, "h-4", "RUNNING", prefix=HITL_AGENT)
 
     doomed.signal(signal.SIGKILL)
-    parked = wait_for(web, run_id, "h-4", "PAUSED", timeout=15)
+    parked = web.wait_status(run_id, "h-4", "PAUSED", timeout=15, prefix=HITL_AGENT)
     ticket = Ticket.objects.get(pk=run_id)
     start_worker(**grace)
     web.post(
         f"{HITL}/{run_id}/continue", session_id="h-4", background="true", stream="false", tools=decide(parked, True)
     )
-    done = wait_for(web, run_id, "h-4", "COMPLETED", timeout=20)
+    done = web.wait_status(run_id, "h-4", "COMPLETED", timeout=20, prefix=HITL_AGENT)
 
     assert (ticket.status, ticket.attempt, ticket.max_attempts) == ("paused", 2, 2)
     assert parked["tools"] == paused["tools"]
@@ -177,7 +169,7 @@ def test_teams_and_workflows_pause_on_a_members_or_steps_tool(start_web, start_w
     answer = web.post(
         f"{runs}/{run_id}/continue", session_id="h-5", background="true", stream="false", tools=decide(paused, True)
     )
-    done = wait_for(web, run_id, "h-5", "COMPLETED", prefix=prefix)
+    done = web.wait_status(run_id, "h-5", "COMPLETED", prefix=prefix)
 
     assert [t["tool_name"] for t in paused["tools"]] == ["delete_temp_files"]
     assert answer.status_code == 202

@@ -12,7 +12,7 @@ from queueing import metrics
 from queueing.models import Ticket
 from runs.models import Run
 
-from ..conftest import metric_samples, poll, submit_background, wait_until
+from ..conftest import metric_samples, submit_background, wait_status, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -22,12 +22,8 @@ def samples(api) -> dict[tuple[str, tuple], float]:
     return metric_samples(api.get("/metrics").content.decode())
 
 
-def finished(api, run_id: str, session_id: str, *, timeout: float = 30) -> dict:
-    return wait_until(
-        lambda: (body := poll(api, run_id, session_id))["status"] in ("COMPLETED", "ERROR", "CANCELLED") and body,
-        timeout=timeout,
-        what=f"run {run_id} to finish",
-    )
+def finished(api, run_id: str, session_id: str) -> dict:
+    return wait_status(api, run_id, session_id, "COMPLETED", "ERROR", "CANCELLED", timeout=30)
 
 
 def test_a_dead_letter_is_listed_explained_and_requeued(api, start_worker):

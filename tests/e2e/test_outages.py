@@ -16,6 +16,7 @@ from ..conftest import free_port, sse_frames, submit_background, wait_until
 
 pytestmark = pytest.mark.slow
 FAST_SWEEP = {"AGENTOS_POLL_INTERVAL": "0.5"}
+THROUGH_OUTAGES = {"interval": 0.2, "through_errors": True}  # polls of a server in an outage
 
 
 def test_runs_queued_when_the_broker_is_flushed_all_complete(start_worker, start_sweeper, redis_db):
@@ -37,19 +38,6 @@ def test_runs_queued_when_the_broker_is_flushed_all_complete(start_worker, start
     print(f"\n100 runs completed {time.monotonic() - flushed:.2f}s after FLUSHDB")
 
 
-def poll(serve, run_id: str, session_id: str) -> dict | None:
-    return serve.get(f"/agents/stub-agent/runs/{run_id}", session_id=session_id)
-
-
-def wait_status(serve, run_id, session_id, status, timeout):
-    return wait_until(
-        lambda: (body := poll(serve, run_id, session_id)) and body["status"] == status and body,
-        timeout=timeout,
-        interval=0.2,
-        what=f"run {run_id} to be {status}",
-    )
-
-
 def test_submits_while_redis_is_down_are_accepted_and_run_once_redis_returns(start_serve, tmp_path):
     redis_server = EmbeddedRedis(tmp_path, f"redis://127.0.0.1:{free_port()}/0")
     url = redis_server.start()
@@ -65,7 +53,7 @@ def test_submits_while_redis_is_down_are_accepted_and_run_once_redis_returns(sta
             accepted.append((response.json()["run_id"], f"redis-down-{n % 50}"))
         print(f"\n100 submits while Redis was down: {time.monotonic() - started:.2f}s")
         time.sleep(1)
-        assert poll(serve, *accepted[0])["status"] == "PENDING"
+        assert serve.poll(*accepted[0])["status"] == "PENDING"
 
         redis_server = EmbeddedRedis(tmp_path, url)
         assert redis_server.start() == url
@@ -77,7 +65,7 @@ def test_submits_while_redis_is_down_are_accepted_and_run_once_redis_returns(sta
             what="the 100 runs to complete after Redis returned",
         )
         print(f"100 runs completed {time.monotonic() - returned:.2f}s after Redis returned")
-        assert poll(serve, *accepted[-1])["content"] == "echo: while down 99 sleep=0 (history: 2 messages)"
+        assert serve.poll(*accepted[-1])["content"] == "echo: while down 99 sleep=0 (history: 2 messages)"
     finally:
         redis_server.stop()
 
@@ -87,7 +75,7 @@ def test_postgres_down_answers_503_and_workers_carry_on_when_it_returns(throwawa
     serve = start_serve(DATABASE_URL=postgres.url, **FAST_SWEEP)
     children = {p.pid for p in psutil.Process(serve.pid).children()}
     first = serve.submit("pg-1", "before sleep=0").json()
-    wait_status(serve, first["run_id"], "pg-1", "COMPLETED", timeout=20)
+    serve.wait_status(first["run_id"], "pg-1", "COMPLETED", timeout=20, **THROUGH_OUTAGES)
 
     postgres.stop()
     response = serve.submit("pg-2", "while down sleep=0")
@@ -101,7 +89,7 @@ def test_postgres_down_answers_503_and_workers_carry_on_when_it_returns(throwawa
         interval=0.5,
         what="submits to be accepted again",
     )
-    body = wait_status(serve, again["run_id"], "pg-2", "COMPLETED", timeout=30)
+    body = serve.wait_status(again["run_id"], "pg-2", "COMPLETED", timeout=30, **THROUGH_OUTAGES)
     assert body["content"] == "echo: after sleep=0 (history: 0 messages)"
     assert serve.process.poll() is None
     assert {p.pid for p in psutil.Process(serve.pid).children()} == children, "no child died or was restarted"
@@ -112,7 +100,7 @@ def test_a_run_that_ends_while_postgres_restarts_completes_and_hands_its_session
     serve = start_serve(DATABASE_URL=postgres.url, **FAST_SWEEP)
     head = serve.submit("restart-1", "head sleep=3").json()
     successor = serve.submit("restart-1", "successor sleep=0").json()
-    running = wait_status(serve, head["run_id"], "restart-1", "RUNNING", timeout=20)
+    running = serve.wait_status(head["run_id"], "restart-1", "RUNNING", timeout=20, **THROUGH_OUTAGES)
     started = datetime.datetime.fromisoformat(running["started_at"]).timestamp()
 
     postgres.stop()
@@ -120,8 +108,8 @@ def test_a_run_that_ends_while_postgres_restarts_completes_and_hands_its_session
     postgres.start()
     returned = time.time()
 
-    done = wait_status(serve, head["run_id"], "restart-1", "COMPLETED", timeout=30)
-    after = wait_status(serve, successor["run_id"], "restart-1", "COMPLETED", timeout=30)
+    done = serve.wait_status(head["run_id"], "restart-1", "COMPLETED", timeout=30, **THROUGH_OUTAGES)
+    after = serve.wait_status(successor["run_id"], "restart-1", "COMPLETED", timeout=30, **THROUGH_OUTAGES)
     completed = datetime.datetime.fromisoformat(done["completed_at"]).timestamp()
     print(f"\nPostgreSQL back to the stranded run's completion: {completed - returned:.2f}s")
     assert done["content"] == "echo: head sleep=3 (history: 0 messages)"
@@ -134,7 +122,7 @@ def test_a_stream_waiting_while_postgres_restarts_goes_on_to_its_runs_end(throwa
     postgres = throwaway_postgres
     serve = start_serve(DATABASE_URL=postgres.url, AGENTOS_STREAM_KEEPALIVE_SECONDS="0.3", **FAST_SWEEP)
     head = serve.submit("restart-2", "head sleep=3").json()
-    wait_status(serve, head["run_id"], "restart-2", "RUNNING", timeout=20)
+    serve.wait_status(head["run_id"], "restart-2", "RUNNING", timeout=20, **THROUGH_OUTAGES)
     response = requests.post(
         f"{serve.url}/agents/stub-agent/runs",
         data={"message": "streamed sleep=0", "session_id": "restart-2", "background": "true"},

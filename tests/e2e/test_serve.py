@@ -29,18 +29,6 @@ def children_named(serve, word: str) -> list[psutil.Process]:
     return [p for p in psutil.Process(serve.pid).children() if word in " ".join(p.cmdline())]
 
 
-def wait_run(serve, run_id: str, session_id: str, statuses: tuple[str, ...], timeout: float) -> dict:
-    return wait_until(
-        lambda: (
-            (body := serve.get(f"/agents/stub-agent/runs/{run_id}", session_id=session_id))
-            and body["status"] in statuses
-            and body
-        ),
-        timeout=timeout,
-        what=f"run {run_id} to be {' or '.join(statuses)}",
-    )
-
-
 def test_serve_answers_health_runs_a_stub_run_and_stops_every_child_on_sigint(start_serve, tmp_path):
     serve = start_serve()
     assert serve.get("/health")["status"] == "ok"
@@ -52,7 +40,7 @@ def test_serve_answers_health_runs_a_stub_run_and_stops_every_child_on_sigint(st
 
     accepted = serve.submit("srv", "served sleep=0")
     assert accepted.status_code == 202
-    done = wait_run(serve, accepted.json()["run_id"], "srv", ("COMPLETED",), timeout=20)
+    done = serve.wait_status(accepted.json()["run_id"], "srv", "COMPLETED", timeout=20, through_errors=True)
     assert done["content"] == "echo: served sleep=0 (history: 0 messages)"
 
     out = io.StringIO()
@@ -74,7 +62,7 @@ def test_a_worker_killed_under_serve_is_restarted_and_the_service_goes_on(start_
     serve = start_serve(AGENTOS_MAX_ATTEMPTS=str(attempts), **GRACE)
     victim = serve.submit("kill-serve", "victim sleep=5").json()["run_id"]
     successor = serve.submit("kill-serve", "next sleep=0").json()["run_id"]
-    wait_run(serve, victim, "kill-serve", ("RUNNING",), timeout=20)
+    serve.wait_status(victim, "kill-serve", "RUNNING", timeout=20, through_errors=True)
     [worker] = children_named(serve, "celery")
 
     worker.send_signal(signal.SIGKILL)
@@ -86,18 +74,23 @@ def test_a_worker_killed_under_serve_is_restarted_and_the_service_goes_on(start_
     [replacement] = wait_until(
         lambda: [p for p in children_named(serve, "celery") if p.pid != worker.pid], timeout=10, what="a new worker"
     )
-    first_claim = wait_run(serve, bystander, "kill-serve-2", ("COMPLETED",), timeout=20)["started_at"]
+    first_claim = serve.wait_status(bystander, "kill-serve-2", "COMPLETED", timeout=20, through_errors=True)[
+        "started_at"
+    ]
     print(
         f"\nSIGKILL to the new worker's first claim: {datetime.fromisoformat(first_claim).timestamp() - killed_at:.2f}s"
     )
 
-    run = wait_run(serve, victim, "kill-serve", ("ERROR", "COMPLETED"), timeout=20)
+    run = serve.wait_status(victim, "kill-serve", "ERROR", "COMPLETED", timeout=20, through_errors=True)
     assert run["status"] == ending
     if ending == "ERROR":
         assert (run["content"], run["queue_attempt"]) == (SWEEP_ERROR, 1)
     else:
         assert (run["content"], run["queue_attempt"]) == ("echo: victim sleep=5 (history: 0 messages)", 2)
-    assert wait_run(serve, successor, "kill-serve", ("COMPLETED",), timeout=20)["status"] == "COMPLETED"
+    assert (
+        serve.wait_status(successor, "kill-serve", "COMPLETED", timeout=20, through_errors=True)["status"]
+        == "COMPLETED"
+    )
     assert re.search(rf"worker \(pid {worker.pid}\) was killed by SIGKILL; restarting it in 1s", serve.log())
     assert replacement.is_running() and serve.process.poll() is None
 
@@ -127,7 +120,7 @@ def test_a_worker_killed_again_and_again_is_restarted_for_ever_while_the_api_ser
         time.sleep(0.25)
 
     for run_id, session in accepted:
-        wait_run(serve, run_id, session, TERMINAL, timeout=30)
+        serve.wait_status(run_id, session, *TERMINAL, timeout=30, through_errors=True)
     delays = [
         re.search(rf"worker \(pid {pid}\) was killed by SIGKILL; restarting it in (\d+)s", serve.log())[1]
         for pid in killed
@@ -226,7 +219,10 @@ def test_a_second_serve_of_the_checkout_refuses_at_once_and_leaves_the_first_unt
     )
     assert first.get("/health")["status"] == "ok"
     run_id = first.submit("after-refusals", "still here sleep=0").json()["run_id"]
-    assert wait_run(first, run_id, "after-refusals", ("COMPLETED",), timeout=20)["status"] == "COMPLETED"
+    assert (
+        first.wait_status(run_id, "after-refusals", "COMPLETED", timeout=20, through_errors=True)["status"]
+        == "COMPLETED"
+    )
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from ..conftest import HITL_AGENT, STUB_AGENT, wait_until
+from ..conftest import HITL_AGENT, STUB_AGENT
 from .conftest import needs_browser
 
 pytestmark = [pytest.mark.slow, needs_browser]
@@ -101,8 +101,7 @@ def submitted(serve, session_id: str, message: str, *, prefix: str = STUB_AGENT,
     """Submit a background run over HTTP, not from the page; returns its run_id once it is `until`, when given."""
     run_id = serve.submitted(session_id, message, prefix=prefix)
     if until is not None:
-        reached = lambda: serve.poll(run_id, session_id, prefix=prefix)["status"] == until  # noqa: E731
-        wait_until(reached, timeout=30, what=f"{message!r} to be {until}")
+        serve.wait_status(run_id, session_id, until, prefix=prefix, timeout=30)
     return run_id
 
 

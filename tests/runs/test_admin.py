@@ -15,7 +15,7 @@ from queueing.tickets import SWEEP_ERROR, ticket_claim
 from queueing.worker import worker_execute
 from runs.models import Run
 
-from ..conftest import poll, submit_background, wait_until, with_conf
+from ..conftest import submit_background, wait_status, with_conf
 
 TICKETS = "/admin/queueing/ticket/"
 AN_HOUR = datetime.timedelta(hours=1)
@@ -66,11 +66,7 @@ def test_a_failed_ticket_requeued_from_the_changelist_runs_to_completed(operator
     response = act(operator, "requeue", run_id)
 
     assert shown(response) == [(messages.SUCCESS, f"Requeued {run_id} (attempt budget now 2)")]
-    body = wait_until(
-        lambda: (body := poll(api, run_id, "admin-requeue"))["status"] == "COMPLETED" and body,
-        timeout=20,
-        what="the requeued run to complete",
-    )
+    body = wait_status(api, run_id, "admin-requeue", "COMPLETED", timeout=20)
     assert (body["content"], body["queue_attempt"]) == ("echo: hello sleep=0 (history: 0 messages)", 2)
     ticket = ticket_row(run_id)
     assert (ticket["status"], ticket["attempt"], ticket["max_attempts"], ticket["error"]) == ("completed", 2, 2, None)
