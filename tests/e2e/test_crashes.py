@@ -21,7 +21,7 @@ def status_of(run_id: str) -> str:
     return Run.objects.get(pk=run_id).status
 
 
-def wait_status(run_id: str, status: str, timeout: float) -> Run:
+def wait_stored_status(run_id: str, status: str, timeout: float) -> Run:
     wait_until(lambda: status_of(run_id) == status, timeout=timeout, interval=0.1, what=f"{run_id} to be {status}")
     return Run.objects.get(pk=run_id)
 
@@ -32,18 +32,18 @@ def test_sigkill_without_budget_fails_the_run_visibly_and_the_session_moves_on(s
     victim = submit_background(api, "kill-1", "long sleep=10", max_attempts=1)
     successor = submit_background(api, "kill-1", "next sleep=0", max_attempts=1)
     bystander = submit_background(api, "kill-2", "other session sleep=0", max_attempts=1)
-    wait_status(victim, "RUNNING", timeout=10)
+    wait_stored_status(victim, "RUNNING", timeout=10)
 
     doomed.signal(signal.SIGKILL)
     killed = time.monotonic()
     start_worker(concurrency=4, **GRACE)
 
-    run = wait_status(victim, "ERROR", timeout=3 + 0.5 + 2 + 1)
+    run = wait_stored_status(victim, "ERROR", timeout=3 + 0.5 + 2 + 1)
     print(f"\nSIGKILL to ERROR: {time.monotonic() - killed:.2f}s (grace 3 s, poll 0.5 s)")
     assert run.content == SWEEP_ERROR
     assert Ticket.objects.get(pk=victim).status == "failed"
-    assert wait_status(successor, "COMPLETED", timeout=10).content == "echo: next sleep=0 (history: 0 messages)"
-    assert wait_status(bystander, "COMPLETED", timeout=20).attempt == 1
+    assert wait_stored_status(successor, "COMPLETED", timeout=10).content == "echo: next sleep=0 (history: 0 messages)"
+    assert wait_stored_status(bystander, "COMPLETED", timeout=20).attempt == 1
 
 
 def running_on_a_lone_worker(start_worker, start_sweeper, api, session_id: str, message: str):
@@ -51,7 +51,7 @@ def running_on_a_lone_worker(start_worker, start_sweeper, api, session_id: str, 
     worker = start_worker(concurrency=1, **GRACE)
     start_sweeper(**GRACE)
     run_id = submit_background(api, session_id, message, max_attempts=2)
-    wait_status(run_id, "RUNNING", timeout=10)
+    wait_stored_status(run_id, "RUNNING", timeout=10)
     return worker, run_id
 
 
@@ -61,7 +61,7 @@ def test_sigkill_with_budget_re_executes_the_run_under_the_same_id(start_worker,
     doomed.signal(signal.SIGKILL)
     start_worker(concurrency=4, **GRACE)
 
-    run = wait_status(victim, "COMPLETED", timeout=3 + 1 + 4 + 6)
+    run = wait_stored_status(victim, "COMPLETED", timeout=3 + 1 + 4 + 6)
     assert (run.attempt, run.content) == (2, "echo: long sleep=4 (history: 0 messages)")
     assert list(RunEvent.objects.filter(run_id=victim, event="RunStarted").values_list("attempt", flat=True)) == [2]
 
@@ -71,7 +71,7 @@ def test_a_frozen_worker_that_wakes_after_being_replaced_writes_nothing(start_wo
 
     zombie.signal(signal.SIGSTOP)
     start_worker(concurrency=4, **GRACE)
-    run = wait_status(victim, "COMPLETED", timeout=3 + 1 + 2 + 6)
+    run = wait_stored_status(victim, "COMPLETED", timeout=3 + 1 + 2 + 6)
     ticket = Ticket.objects.filter(pk=victim).values().get()
     events = list(RunEvent.objects.filter(run_id=victim).values_list("event", "attempt"))
     zombie.signal(signal.SIGCONT)
@@ -99,7 +99,7 @@ def test_sigterm_drains_short_runs_and_requeues_or_fails_long_ones(start_worker,
     spent = submit_background(api, "term-2", "long sleep=20", max_attempts=1)
     spare = submit_background(api, "term-3", "long sleep=3", max_attempts=2)
     for run_id in (short, spent, spare):
-        wait_status(run_id, "RUNNING", timeout=10)
+        wait_stored_status(run_id, "RUNNING", timeout=10)
 
     worker.signal(signal.SIGTERM)
     assert worker.process.wait(15) == 0
@@ -113,14 +113,14 @@ def test_sigterm_drains_short_runs_and_requeues_or_fails_long_ones(start_worker,
     assert status_of(spare) == "PENDING"
 
     start_worker(concurrency=4, **drain)
-    assert wait_status(spare, "COMPLETED", timeout=15).attempt == 2
+    assert wait_stored_status(spare, "COMPLETED", timeout=15).attempt == 2
 
 
 def test_an_exploding_run_is_retried_with_backoff_then_fails(start_worker, api):
     worker = start_worker(concurrency=2, AGENTOS_RETRY_DELAY_SECONDS="0.3")
     run_id = submit_background(api, "retry-1", "explode sleep=0", max_attempts=3)
 
-    run = wait_status(run_id, "ERROR", timeout=20)
+    run = wait_stored_status(run_id, "ERROR", timeout=20)
 
     assert (run.content, run.attempt) == ("stub model exploded", 3)
     ticket = Ticket.objects.get(pk=run_id)
@@ -144,7 +144,7 @@ def test_sigterm_while_a_head_runs_publishes_its_successor_for_another_worker(st
     leaving = start_worker(concurrency=2, **drain)
     head = submit_background(api, "term-4", "head sleep=2", max_attempts=1)
     successor = submit_background(api, "term-4", "successor sleep=10", max_attempts=1)
-    wait_status(head, "RUNNING", timeout=10)
+    wait_stored_status(head, "RUNNING", timeout=10)
 
     leaving.signal(signal.SIGTERM)
     assert leaving.process.wait(15) == 0
@@ -156,7 +156,7 @@ def test_sigterm_while_a_head_runs_publishes_its_successor_for_another_worker(st
         "never claimed there"
     )
     staying = start_worker(concurrency=2, **drain)
-    run = wait_status(successor, "COMPLETED", timeout=20)
+    run = wait_stored_status(successor, "COMPLETED", timeout=20)
     assert run.attempt == 1
     assert re.search(
         rf"ticket\.claim run_id={successor} session_id=\S+ status=running attempt=1 worker=\S+", staying.log()

@@ -37,7 +37,7 @@ def bars(browser) -> dict[str, dict]:
     return {bar["text"].split(" ")[0]: bar for bar in browser.execute_script(BARS)}
 
 
-def submit(browser, component: str, session: str, message: str) -> None:
+def submit_from_page(browser, component: str, session: str, message: str) -> None:
     """Fill the page's form and send it; returns once the run's bar is drawn (so the next is accepted after it)."""
     drawn = len(browser.execute_script(BARS))
     Select(browser.find_element(By.ID, "component")).select_by_value(component)
@@ -57,7 +57,7 @@ def test_the_seed_scenario_submitted_from_the_page_is_drawn_in_order(start_serve
     open_page(browser, serve)
 
     for label, session in (("A", "chat-1"), ("B", "chat-1"), ("C", "chat-1"), ("D", "chat-2")):
-        submit(browser, "agent:stub-agent", session, f"{label} sleep=1")
+        submit_from_page(browser, "agent:stub-agent", session, f"{label} sleep=1")
     WebDriverWait(browser, 30).until(lambda b: [bar["status"] for bar in bars(b).values()] == ["COMPLETED"] * 4)
     drawn = bars(browser)
     browser.save_screenshot(str(tmp_path / "timeline.png"))
@@ -79,8 +79,8 @@ def test_a_paused_run_holds_its_session_and_is_continued_from_its_bar(start_serv
     serve = start_serve()
     open_page(browser, serve)
 
-    submit(browser, "agent:hitl-agent", "chat-3", "please delete scratch")
-    submit(browser, "agent:hitl-agent", "chat-3", "after sleep=0")  # a session belongs to its component
+    submit_from_page(browser, "agent:hitl-agent", "chat-3", "please delete scratch")
+    submit_from_page(browser, "agent:hitl-agent", "chat-3", "after sleep=0")  # a session belongs to its component
     WebDriverWait(browser, 20).until(lambda b: bars(b)["please"]["status"] == "PAUSED")
     held = bars(browser)
     paused_bar = browser.find_element(By.CSS_SELECTOR, ".bar.PAUSED")
@@ -217,6 +217,6 @@ def test_without_the_durable_queue_the_page_says_so_and_shows_its_own_runs(start
         "Only runs submitted from this page are shown: the durable queue is off (AGENTOS_QUEUE_DURABLE=false), so"
         " there is no queue to list."
     )
-    submit(browser, "agent:stub-agent", "own", "mine sleep=0")
+    submit_from_page(browser, "agent:stub-agent", "own", "mine sleep=0")
     WebDriverWait(browser, 10).until(lambda b: bars(b)["mine"]["status"] == "COMPLETED")
     assert "queue summary unavailable (503" in browser.find_element(By.ID, "summary").text
