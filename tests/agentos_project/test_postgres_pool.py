@@ -18,7 +18,7 @@ from agentos_project.postgres.base import (
     warm,
 )
 
-from ..conftest import terminate_backend
+from ..conftest import terminate_backend, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -139,13 +139,6 @@ def test_a_waiting_thread_gets_the_connection_another_closes():
         pool.size, pool.timeout = saved
 
 
-def until(condition, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.001)
-
-
 def started(work) -> threading.Thread:
     """`work` on a thread of its own, already started, that closes its connection at the end (as a request's)."""
 
@@ -168,9 +161,9 @@ def noting(into: list, name: str):
 def queued_behind(pool, holder, waiter) -> list[threading.Thread]:
     """`holder` started and holding the pool's one place, then `waiter` started and waiting in line for it."""
     first = started(holder)
-    until(lambda: pool.open == pool.size)
+    wait_until(lambda: pool.open == pool.size, timeout=5, interval=0.001, what="the pool to be full")
     second = started(waiter)
-    until(lambda: pool.waiting == 1)
+    wait_until(lambda: pool.waiting == 1, timeout=5, interval=0.001, what="a waiter")
     return [first, second]
 
 
@@ -203,7 +196,7 @@ def test_waiting_threads_are_served_in_the_order_they_came():
     try:
         for count, name in enumerate(("first", "second", "third"), start=1):
             threads.append(started(noting(order, name)))
-            until(lambda count=count: pool.waiting == count)
+            wait_until(lambda count=count: pool.waiting == count, timeout=5, interval=0.001, what="the waiters")
         release.set()
         for thread in threads:
             thread.join(10)
@@ -224,7 +217,7 @@ def test_the_heartbeat_connects_at_once_while_other_threads_wait_in_line():
 
     try:
         threads.append(started(lambda: got.append(backend_pid())))
-        until(lambda: pool.waiting == 1)
+        wait_until(lambda: pool.waiting == 1, timeout=5, interval=0.001, what="a waiter")
         started_at = time.monotonic()
         assert on_a_new_thread(as_heartbeat) > 0
         assert time.monotonic() - started_at < 1.0

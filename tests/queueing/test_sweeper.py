@@ -3,7 +3,6 @@ claimed), retention."""
 
 import dataclasses
 import threading
-import time
 
 import psycopg2
 import pytest
@@ -15,6 +14,7 @@ from queueing.models import Ticket
 from queueing.sweeper import AUTOVACUUM_OFF, lost_messages, sweep_once, warn_if_autovacuum_off
 from queueing.tickets import SWEEP_ERROR
 from queueing.worker import worker_execute
+from tests.conftest import wait_until
 
 from .conftest import accept, backdate, broker_messages, claim, snapshot
 
@@ -187,13 +187,13 @@ def _wait_until_blocked(holder) -> None:
     pid = holder.get_backend_pid()
     watcher = psycopg2.connect(**connection.get_connection_params())
     watcher.autocommit = True
+
+    def blocked() -> int:
+        with watcher.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", [pid])
+            return cursor.fetchone()[0]
+
     try:
-        for _ in range(500):
-            with watcher.cursor() as cursor:
-                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", [pid])
-                if cursor.fetchone()[0]:
-                    return
-            time.sleep(0.01)
+        wait_until(blocked, timeout=5, interval=0.01, what="the claim to wait for the row")
     finally:
         watcher.close()
-    raise AssertionError("the claim never waited for the row")
