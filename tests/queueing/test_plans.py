@@ -17,7 +17,8 @@ from django.test.utils import CaptureQueriesContext
 from queueing import selectors, tickets
 from queueing.models import Ticket, TicketStatus
 from queueing.seam import Claim, Outcome
-from queueing.tickets import _FINISH, _claim_statement, _settled_statement
+from queueing.tickets.claim import _claim_statement
+from queueing.tickets.finish import _FINISH, _settled_statement
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,0 +1,82 @@
+"""The SQL the ticket changes share: the table, the live statuses, the session lock, the guarded-UPDATE helpers
+and the promotion of a session's next head.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Iterable
+
+from django.db import connection
+from django.db.models import BooleanField
+from django.db.models.expressions import RawSQL
+
+from agentos_project.postgres.prepared import Prepared
+
+from .. import router
+from ..models import Ticket, TicketStatus
+from ..seam import FENCE
+
+TABLE = Ticket._meta.db_table
+_LIVE_SQL = "('queued', 'running', 'paused')"
+
+_SESSION_LOCK = Prepared(
+    "agentos_session_lock", "SELECT pg_advisory_xact_lock(hashtextextended(%(session_id)s, 7))", {"session_id": "text"}
+)
+
+
+def session_lock(session_id: str) -> None:
+    """Take the session's transaction-scoped advisory lock (released at commit or rollback)."""
+    assert connection.in_atomic_block, "session_lock needs a transaction"
+    with connection.cursor() as cursor:
+        cursor.execute(*_SESSION_LOCK.call({"session_id": session_id}))
+
+
+def _seconds(value: float) -> datetime.timedelta:
+    return datetime.timedelta(seconds=value)
+
+
+def _json(value):
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _update_returning(sql: str, params: list) -> tuple | None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()
+
+
+def _while(condition: str, params: Iterable = ()) -> RawSQL:
+    """`condition` on the ticket's own columns, as a filter of a query that finds its ticket by the key: tested in a
+    sub-select, so the planner takes no index from it (why: `_claiming`)."""
+    return RawSQL(f"(SELECT {condition})", list(params), output_field=BooleanField())
+
+
+_PROMOTE = Prepared(
+    "agentos_promote",
+    f"""
+    UPDATE {TABLE} SET is_head = true, updated_at = statement_timestamp()
+    WHERE id = (SELECT id FROM {TABLE} WHERE session_id = %(session_id)s AND serialized AND status IN {_LIVE_SQL}
+                ORDER BY session_seq LIMIT 1)
+      AND NOT is_head
+      AND NOT EXISTS (SELECT 1 FROM {TABLE} WHERE session_id = %(session_id)s AND is_head)
+      AND (%(fence)s IS NULL OR {FENCE})  -- in a one-message finish: only if the finish matched
+    RETURNING id, status, set_config('agentos.promoted', CASE status WHEN 'queued' THEN id::text ELSE '' END, true)
+    """,
+    {"session_id": "text", "fence": "text"},
+)
+
+
+def promote_next_head(session_id: str, *, publish: bool = True) -> str | None:
+    """Make the session's earliest live serialized ticket its head, if it has none; returns it if it is queued
+    (and, with `publish`, sends its message after commit).
+
+    Runs inside the transaction that ended the previous head, under the session lock.
+    """
+    row = _update_returning(*_PROMOTE.call({"session_id": session_id, "fence": None}))
+    if row is None or row[1] != TicketStatus.QUEUED:
+        return None
+    if publish:
+        router.on_commit(row[0])
+    return str(row[0])

@@ -1,0 +1,114 @@
+"""Accept: a `queued` ticket at the back of its session, with the caller's rows, in one statement."""
+
+from __future__ import annotations
+
+import json
+
+from django.db import connection
+
+from agentos_project.postgres.prepared import Prepared, together
+
+from .. import router
+from ..changes import changed
+from ..exceptions import QueueFull
+from ..models import TicketStatus
+from ..seam import ADMITTED, GATE, ONLY_THE_TICKET, Admitted, NewTicket, Rows
+from ._sql import _LIVE_SQL, _SESSION_LOCK, TABLE
+from .depth import EXACT, FAST, _depth_gate, _Gate
+
+
+def ticket_accept(*, ticket: NewTicket, rows: Rows = ONLY_THE_TICKET, max_queue_depth: int = 0) -> Admitted:
+    """Insert a `queued` ticket at the back of its session, with the caller's `rows`, in one round trip and one
+    transaction, and publish it once that commits.
+
+    Outside a transaction the statements go as one message, which PostgreSQL runs as one transaction that is
+    committed (synchronously) when this returns: the session lock first, then the depth lock, then one statement
+    that writes the caller's rows and the ticket, each seeing what every earlier holder of the session lock
+    committed. `session_seq` is 1 + the largest of the session's live tickets; the ticket is its session's head
+    when no live serialized ticket precedes it, and only then (or when unordered) is a message published.
+    With `max_queue_depth` > 0 nothing is written when the ticket would make more than that many queued, exact
+    under any concurrency (see `_depth_gate`), and `QueueFull` is raised. Inside a caller's transaction it joins
+    that transaction.
+    """
+    # Inside the caller's transaction a shared lock could not be let go of before trying again exactly: exact at once.
+    depth = _depth_gate(max_queue_depth, EXACT if connection.in_atomic_block else FAST)
+    admitted = _accept_once(ticket, rows, depth)
+    if not admitted.accepted and admitted.full and depth.mode == FAST:
+        admitted = _accept_once(ticket, rows, _depth_gate(max_queue_depth, EXACT))
+    if admitted.full:
+        raise QueueFull()
+    if admitted.accepted:
+        changed("accept", run_id=ticket.id, session_id=ticket.session_id, status=TicketStatus.QUEUED, attempt=0)
+        if admitted.publish:
+            router.on_commit(ticket.id)
+    return admitted
+
+
+_TICKET_TYPES = {
+    "ticket_id": "uuid",
+    "component_type": "text",
+    "component_id": "text",
+    "session_id": "text",
+    "user_id": "text",
+    "max_attempts": "int",
+    "serialized": "boolean",
+    "idempotency_key": "text",
+    "idempotency_scope": "text",
+    "request_digest": "text",
+    "payload": "jsonb",
+    "depth_limit": "int",
+}
+_accepts: dict[tuple[str, str | None], Prepared] = {}
+
+
+def _accept_statement(rows: Rows, gate: _Gate) -> Prepared:
+    key = (rows.name, gate.mode)
+    if key not in _accepts:
+        answers = ", ".join((*rows.answers, "(SELECT publish FROM ticket)"))
+        sql = f"""
+            WITH {GATE} AS (SELECT {gate.open} AS open),
+            {rows.ctes},
+            line AS (SELECT coalesce(max(session_seq), 0) AS last_seq,
+                            coalesce(bool_or(serialized), false) AS occupied
+                     FROM {TABLE} WHERE session_id = %(session_id)s AND status IN {_LIVE_SQL}),
+            ticket AS (
+                INSERT INTO {TABLE} (id, component_type, component_id, session_id, user_id, status, attempt,
+                                     max_attempts, session_seq, serialized, is_head, idempotency_key,
+                                     idempotency_scope, request_digest, payload)
+                SELECT %(ticket_id)s, %(component_type)s, %(component_id)s, %(session_id)s, %(user_id)s, 'queued', 0,
+                       %(max_attempts)s, line.last_seq + 1, %(serialized)s, %(serialized)s AND NOT line.occupied,
+                       %(idempotency_key)s, %(idempotency_scope)s, %(request_digest)s, %(payload)s
+                FROM {ADMITTED}, line
+                RETURNING is_head OR NOT serialized AS publish)
+            SELECT (SELECT open FROM {GATE}), EXISTS (SELECT 1 FROM ticket), {answers}
+        """
+        _accepts[key] = Prepared(
+            f"agentos_accept_{rows.name}_{gate.mode or 'uncapped'}", sql, {**_TICKET_TYPES, **rows.types}
+        )
+    return _accepts[key]
+
+
+def _accept_once(ticket: NewTicket, rows: Rows, gate: _Gate) -> Admitted:
+    params = {
+        **rows.params,
+        **gate.params,
+        "ticket_id": ticket.id,
+        "component_type": ticket.component_type,
+        "component_id": ticket.component_id,
+        "session_id": ticket.session_id,
+        "user_id": ticket.user_id,
+        "max_attempts": ticket.max_attempts,
+        "serialized": ticket.serialized,
+        "idempotency_key": ticket.idempotency_key,
+        "idempotency_scope": ticket.idempotency_scope,
+        "request_digest": ticket.request_digest,
+        "payload": json.dumps(ticket.payload),
+    }
+    calls = [_SESSION_LOCK.call(params)]
+    if gate.lock is not None:
+        calls.append(gate.lock.call(params))
+    sql, values = together(*calls, _accept_statement(rows, gate).call(params))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, values)
+        opened, accepted, *answers, publish = cursor.fetchone()
+    return Admitted(accepted=accepted, full=not opened, answers=tuple(answers), publish=bool(publish))

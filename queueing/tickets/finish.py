@@ -1,0 +1,201 @@
+"""Finish: the end of an attempt by its owner (finish, retry), and whether a cancel was asked of it meanwhile."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Now
+
+from agentos_project.postgres.prepared import Prepared, together
+
+from .. import router
+from ..changes import changed
+from ..models import TERMINAL, TicketStatus
+from ..seam import CLAIMED, FENCE, SETTLING, Claim, Outcome, Settlement, SettleStatements, get_executor
+from ._sql import _PROMOTE, _SESSION_LOCK, TABLE, _seconds, _update_returning, promote_next_head
+from .claim import _CLAIM_TYPES, _CLAIMED_COLUMNS, _claim, _claimed, _claiming, _start_sql, ticket_owned
+
+
+def ticket_cancel_asked(*, claim: Claim) -> bool:
+    """Whether a cancel was asked of the ticket while `claim` still owns it: then a pause or a retry of the attempt
+    matches nothing, and the attempt must end the ticket cancelled."""
+    return ticket_owned(claim).filter(cancel_requested_at__isnull=False).exists()
+
+
+@dataclasses.dataclass(frozen=True)
+class Finished:
+    """A settled attempt. `next_claim`: the session's new head, claimed for the caller when it asked to hand off."""
+
+    next_claim: Claim | None = None
+
+
+_FINISH = Prepared(
+    "agentos_finish",
+    f"""
+    UPDATE {TABLE} SET status = %(status)s, error = %(error)s, locked_by = NULL, locked_at = NULL,
+           is_head = is_head AND NOT %(terminal)s,
+           completed_at = CASE WHEN %(terminal)s THEN statement_timestamp() END, updated_at = statement_timestamp()
+    WHERE id = %(ticket_id)s  -- by its key, whatever the statistics say (see _claiming): its state is tested apart
+      AND (SELECT status = 'running' AND locked_by = %(worker_id)s AND attempt = %(attempt)s
+                  AND (NOT %(yields)s OR cancel_requested_at IS NULL))  -- a pause gives way to a cancel asked
+    RETURNING set_config('{SETTLING}', %(fence)s, true)  -- FENCE, for the rest of the transaction
+    """,
+    {
+        "yields": "boolean",
+        "status": "text",
+        "error": "text",
+        "terminal": "boolean",
+        "ticket_id": "uuid",
+        "worker_id": "text",
+        "attempt": "int",
+        "fence": "text",
+    },
+)
+
+
+def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> Finished | None:
+    """End the attempt `claim` owns: running → completed | failed | cancelled | paused, in one short transaction.
+
+    Fenced: matches only while this worker still owns this attempt; None means a newer attempt or a sweep
+    took the ticket, and nothing (ticket or the executor's rows) was written. An outcome that yields to a cancel
+    (a pause, a retryable failure) matches only while no cancel was asked: None then too (`ticket_cancel_asked`).
+    The executor's writes go in the same transaction. A terminal head hands its session to the next ticket:
+    published after commit, or, with `hand_off`, claimed for the same worker in the same transaction (its job
+    started there too) and returned, so the caller runs it at once on the same thread: no broker round trip, no
+    extra commit.
+
+    When the executor gives its writes as statements (`settle_statements`), the whole change is one message that
+    PostgreSQL runs as one transaction, committed when this returns: the session lock is held for no round trip.
+    """
+    assert outcome.status in (*TERMINAL, TicketStatus.PAUSED)
+    terminal = outcome.status != TicketStatus.PAUSED
+    params = {
+        "session_id": claim.session_id,
+        "yields": outcome.yields_to_cancel,
+        "status": outcome.status,
+        "error": outcome.error,
+        "terminal": terminal,
+        "ticket_id": claim.ticket_id,
+        "worker_id": claim.worker_id,
+        "attempt": claim.attempt,
+        "fence": f"{claim.ticket_id}:{claim.attempt}",
+    }
+    settlement = Settlement(claim.ticket_id, outcome.status, claim.attempt, outcome.error, outcome)
+    statements = _settle_statements(settlement, params["fence"])
+    if statements is not None:
+        return _finish_in_one_message(claim, params, statements, terminal=terminal, hand_off=hand_off)
+    with transaction.atomic():
+        updated = _update_returning(*together(_SESSION_LOCK.call(params), _FINISH.call(params)))  # one round trip
+        if not updated:
+            return None
+        _changed_by(claim, "finish", outcome.status)
+        get_executor().settle(settlement)
+        next_ticket_id = promote_next_head(claim.session_id, publish=not hand_off) if terminal else None
+        next_claim = None
+        if hand_off and next_ticket_id is not None:
+            next_claim = _claim(ticket_id=next_ticket_id, worker_id=claim.worker_id, grace_seconds=None)
+            if next_claim is None:  # not available yet: leave it to the broker
+                router.on_commit(next_ticket_id)
+            elif not _start_sql():
+                get_executor().start(next_claim)
+    return Finished(next_claim)
+
+
+def _settle_statements(settlement: Settlement, fence: str) -> SettleStatements | None:
+    statements = getattr(get_executor(), "settle_statements", None)
+    return statements(settlement, fence) if statements is not None and _start_sql() else None
+
+
+_PROMOTED = "nullif(current_setting('agentos.promoted', true), '')::uuid"
+# The session lock, and both marks cleared: a caller's transaction may hold them from an earlier finish.
+_SETTLE_BEGIN = Prepared(
+    "agentos_settle_begin",
+    "SELECT pg_advisory_xact_lock(hashtextextended(%(session_id)s, 7)), "
+    f"set_config('{SETTLING}', '', true), "
+    "set_config('agentos.promoted', '', true)",
+    {"session_id": "text"},
+)
+_settled: dict[tuple[str | None, bool], Prepared] = {}
+
+
+def _settled_statement(start_sql: str | None, hand_off: bool) -> Prepared:
+    """The last statement of a one-message finish: whether the ticket's change matched, the session's new head
+    if it is queued, and (with `hand_off`) that head claimed for this worker, its job started."""
+    key = (start_sql, hand_off)
+    if key not in _settled:
+        outcome = f"SELECT {FENCE} AS settled, {_PROMOTED} AS promoted"
+        if hand_off:
+            sql = f"""{_claiming(start_sql, _PROMOTED)}
+                SELECT settled, promoted, {_CLAIMED_COLUMNS} FROM ({outcome}) AS outcome LEFT JOIN {CLAIMED} ON true"""
+        else:
+            sql = outcome
+        name = f"agentos_settled{'_handing_off' if hand_off else ''}{'_started' if start_sql else ''}"
+        _settled[key] = Prepared(name, sql, {**_CLAIM_TYPES, "fence": "text"} if hand_off else {"fence": "text"})
+    return _settled[key]
+
+
+def _finish_in_one_message(
+    claim: Claim, params: dict, statements: SettleStatements, *, terminal: bool, hand_off: bool
+) -> Finished | None:
+    """`ticket_finish` as one message: the session lock, the guarded change (which marks the transaction with
+    FENCE when it matches), the executor's statements and the promotion of the next head (each guarded by FENCE),
+    and a last statement that says what happened and claims the new head for a hand-off."""
+    calls = [_SETTLE_BEGIN.call(params), _FINISH.call(params), *statements.calls]
+    if terminal:
+        calls.append(_PROMOTE.call(params))
+    settled = {"fence": params["fence"], "worker_id": claim.worker_id, "grace": None}
+    calls.append(_settled_statement(_start_sql(), hand_off and terminal).call(settled))
+    row = _update_returning(*together(*calls))
+    matched, promoted, *claimed = row
+    if not matched:
+        return None
+    _changed_by(claim, "finish", params["status"])
+    if statements.after is not None:
+        transaction.on_commit(statements.after)
+    next_claim = None
+    if claimed and claimed[0] is not None:
+        next_claim = _claimed(promoted, claim.worker_id, tuple(claimed))
+    elif promoted is not None:  # not handed off, or not available yet: the broker takes it
+        router.on_commit(promoted)
+    return Finished(next_claim)
+
+
+def ticket_retry(*, claim: Claim, outcome: Outcome, delay_seconds: float) -> bool:
+    """An attempt failed with budget left: running → queued, available after `delay_seconds`; keeps its place.
+
+    Fenced like `ticket_finish`, and only while no cancel was asked of the ticket. The ticket stays its session's
+    head, so the session waits for the retry.
+    """
+    with transaction.atomic():
+        updated = (
+            ticket_owned(claim, unless_cancel_asked=True)
+            .filter(attempt__lt=F("max_attempts"))
+            .update(
+                status=TicketStatus.QUEUED,
+                error=outcome.error,
+                locked_by=None,
+                locked_at=None,
+                available_at=Now() + _seconds(delay_seconds),
+                updated_at=Now(),
+            )
+        )
+        if not updated:
+            return False
+        _changed_by(claim, "retry", TicketStatus.QUEUED, retry_in=f"{delay_seconds:.2f}s")
+        get_executor().settle(Settlement(claim.ticket_id, TicketStatus.QUEUED, claim.attempt, outcome.error, outcome))
+        router.on_commit(claim.ticket_id, countdown=delay_seconds)
+    return True
+
+
+def _changed_by(claim: Claim, event: str, status: str, **more) -> None:
+    changed(
+        event,
+        run_id=claim.ticket_id,
+        session_id=claim.session_id,
+        status=status,
+        attempt=claim.attempt,
+        worker=claim.worker_id,
+        **more,
+    )

@@ -1,0 +1,106 @@
+"""The sweeper's changes: a stale running ticket failed, parked or cancelled; old terminal tickets pruned."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Now
+
+from ..changes import changed, pruned
+from ..models import TERMINAL, Ticket, TicketStatus
+from ..seam import Settlement, get_executor
+from ._sql import _seconds, _while, promote_next_head, session_lock
+
+SWEEP_ERROR = (
+    "Worker lost and attempt budget exhausted; run was not re-executed. "
+    "Raise AGENTOS_MAX_ATTEMPTS to let a lost run execute again, or requeue it with POST /queue/jobs/{id}/requeue."
+)
+
+
+def ticket_fail_stale(*, ticket_id: str, grace_seconds: float) -> bool:
+    """Sweep: a running ticket whose lease is stale and whose budget is spent → failed with `SWEEP_ERROR`.
+
+    Guarded on the stale lease, so a live owner's heartbeat or a concurrent sweeper makes it a no-op.
+    The executor marks the job failed in the same transaction; the session's next ticket is released.
+    """
+    with transaction.atomic():
+        ticket = _change_stale_spent(
+            ticket_id,
+            grace_seconds,
+            status=TicketStatus.FAILED,
+            error=SWEEP_ERROR,
+            is_head=False,
+            completed_at=Now(),
+        )
+        if ticket is None:
+            return False
+        changed("sweep", run_id=ticket_id, status=TicketStatus.FAILED, **ticket)
+        get_executor().settle(Settlement(str(ticket_id), TicketStatus.FAILED, ticket["attempt"], SWEEP_ERROR))
+        promote_next_head(ticket["session_id"])
+    return True
+
+
+def _change_stale_spent(ticket_id: str, grace_seconds: float, **changes) -> dict | None:
+    """Under the session's lock, apply `changes` to the ticket if it is running with a lease older than the grace,
+    no budget left and no cancel asked; its session_id, attempt and lost worker if it was, else None (a heartbeat,
+    another sweep or a cancel won)."""
+    return _change_stale(ticket_id, grace_seconds, "attempt >= max_attempts AND cancel_requested_at IS NULL", changes)
+
+
+def _change_stale(ticket_id: str, grace_seconds: float, condition: str, changes: dict) -> dict | None:
+    """Under the session's lock, apply `changes` (and clear the lease) to the ticket if it is running with a lease
+    older than the grace and `condition` holds; its session_id, attempt and lost worker if it was, else None."""
+    ticket = Ticket.objects.filter(pk=ticket_id).values("session_id", "attempt", worker=F("locked_by")).first()
+    if ticket is None:
+        return None
+    session_lock(ticket["session_id"])
+    stale = _while(
+        f"status = 'running' AND {condition} AND locked_at < statement_timestamp() - %s * interval '1 second'",
+        [grace_seconds],
+    )
+    updated = Ticket.objects.filter(stale, pk=ticket_id).update(
+        locked_by=None, locked_at=None, updated_at=Now(), **changes
+    )
+    return ticket if updated else None
+
+
+def ticket_park_stale(*, ticket_id: str, grace_seconds: float) -> bool:
+    """Sweep: a running ticket whose lease is stale, whose budget is spent, and whose executor says its job is
+    still paused at heart (a continuation leg that died before recording anything) → paused, so it can be
+    continued again. Guarded like `ticket_fail_stale`; it stays its session's head, so the session stays held.
+    """
+    with transaction.atomic():
+        ticket = _change_stale_spent(ticket_id, grace_seconds, status=TicketStatus.PAUSED)
+        if ticket is None:
+            return False
+        changed("park", run_id=ticket_id, status=TicketStatus.PAUSED, **ticket)
+        settlement = Settlement(str(ticket_id), TicketStatus.PAUSED, ticket["attempt"], previous=TicketStatus.RUNNING)
+        get_executor().settle(settlement)
+    return True
+
+
+def ticket_cancel_stale(*, ticket_id: str, grace_seconds: float) -> bool:
+    """Sweep: a running ticket whose cancel was asked and whose lease is stale (its worker was lost before the
+    attempt could end it) → cancelled, whatever budget is left: nothing runs it again to be cancelled.
+
+    Guarded on the stale lease, so a live owner's heartbeat or a concurrent sweeper makes it a no-op. The executor
+    mirrors it (previous status running) in the same transaction; the session's next ticket is released.
+    """
+    with transaction.atomic():
+        ended = {"status": TicketStatus.CANCELLED, "is_head": False, "completed_at": Now()}
+        ticket = _change_stale(ticket_id, grace_seconds, "cancel_requested_at IS NOT NULL", ended)
+        if ticket is None:
+            return False
+        changed("sweep", run_id=ticket_id, status=TicketStatus.CANCELLED, **ticket)
+        get_executor().settle(Settlement(str(ticket_id), ended["status"], ticket["attempt"], previous="running"))
+        promote_next_head(ticket["session_id"])
+    return True
+
+
+def ticket_prune(*, retention_seconds: float, batch: int = 1000) -> int:
+    """Delete up to `batch` terminal tickets completed more than `retention_seconds` ago; paused never."""
+    old = Ticket.objects.filter(status__in=TERMINAL, completed_at__lt=Now() - _seconds(retention_seconds))
+    ids = list(old.values_list("pk", flat=True)[:batch])
+    deleted, _ = old.filter(pk__in=ids).delete()  # re-checked: one requeued meanwhile is not deleted
+    pruned(deleted)
+    return deleted
