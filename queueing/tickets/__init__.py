@@ -35,11 +35,21 @@ Inside: `accept` (with `depth`, its depth gate), `claim` (claim, lease, heartbea
 asked), `sweep` (stale tickets, prune), `operator` (cancel, continue, requeue), and `_sql`, the SQL they share.
 """
 
-from ._sql import TABLE, promote_next_head, session_lock
+from agentos_project.postgres.prepared import Prepared
+
+from ._sql import _PROMOTE, _SESSION_LOCK, TABLE, promote_next_head, session_lock
 from .accept import ticket_accept
-from .claim import ticket_claim, ticket_heartbeat, ticket_note_dispatch, ticket_owned
-from .depth import DEPTH_LOCK, EXACT, FAST
-from .finish import Finished, ticket_cancel_asked, ticket_finish, ticket_retry
+from .claim import _claim_statement, _start_sql, ticket_claim, ticket_heartbeat, ticket_note_dispatch, ticket_owned
+from .depth import _DEPTH_LOCK, _SHARED_DEPTH_LOCK, DEPTH_LOCK, EXACT, FAST
+from .finish import (
+    _FINISH,
+    _SETTLE_BEGIN,
+    Finished,
+    _settled_statement,
+    ticket_cancel_asked,
+    ticket_finish,
+    ticket_retry,
+)
 from .operator import RequeueResult, ticket_cancel, ticket_continue, ticket_requeue
 from .sweep import SWEEP_ERROR, ticket_cancel_stale, ticket_fail_stale, ticket_park_stale, ticket_prune
 
@@ -53,6 +63,7 @@ __all__ = [
     "RequeueResult",
     "promote_next_head",
     "session_lock",
+    "statements",
     "ticket_accept",
     "ticket_cancel",
     "ticket_cancel_asked",
@@ -69,3 +80,23 @@ __all__ = [
     "ticket_requeue",
     "ticket_retry",
 ]
+
+
+def statements() -> dict[str, Prepared]:
+    """The prepared statements of the ticket changes, as the registered executor has them sent, by what they do:
+    `session_lock`, `depth_shared` and `depth` (the depth gate's locks), `claim`, `finish` (the guarded change),
+    `settle_begin`, `promote`, `settled` and `settled_handing_off` (the last statement of a one-message finish).
+    The accepts' are not listed (one per caller's rows). For reading their plans (`tests/queueing/test_plans.py`).
+    """
+    start_sql = _start_sql()
+    return {
+        "session_lock": _SESSION_LOCK,
+        "depth_shared": _SHARED_DEPTH_LOCK,
+        "depth": _DEPTH_LOCK,
+        "claim": _claim_statement(start_sql),
+        "finish": _FINISH,
+        "settle_begin": _SETTLE_BEGIN,
+        "promote": _PROMOTE,
+        "settled": _settled_statement(start_sql, False),
+        "settled_handing_off": _settled_statement(start_sql, True),
+    }

@@ -13,8 +13,8 @@ from ..changes import changed
 from ..exceptions import QueueFull
 from ..models import TicketStatus
 from ..seam import ADMITTED, GATE, ONLY_THE_TICKET, Admitted, NewTicket, Rows
+from . import depth
 from ._sql import _LIVE_SQL, _SESSION_LOCK, TABLE
-from .depth import EXACT, FAST, _depth_gate, _Gate
 
 
 def ticket_accept(*, ticket: NewTicket, rows: Rows = ONLY_THE_TICKET, max_queue_depth: int = 0) -> Admitted:
@@ -27,14 +27,14 @@ def ticket_accept(*, ticket: NewTicket, rows: Rows = ONLY_THE_TICKET, max_queue_
     committed. `session_seq` is 1 + the largest of the session's live tickets; the ticket is its session's head
     when no live serialized ticket precedes it, and only then (or when unordered) is a message published.
     With `max_queue_depth` > 0 nothing is written when the ticket would make more than that many queued, exact
-    under any concurrency (see `_depth_gate`), and `QueueFull` is raised. Inside a caller's transaction it joins
+    under any concurrency (see `depth_gate`), and `QueueFull` is raised. Inside a caller's transaction it joins
     that transaction.
     """
     # Inside the caller's transaction a shared lock could not be let go of before trying again exactly: exact at once.
-    depth = _depth_gate(max_queue_depth, EXACT if connection.in_atomic_block else FAST)
-    admitted = _accept_once(ticket, rows, depth)
-    if not admitted.accepted and admitted.full and depth.mode == FAST:
-        admitted = _accept_once(ticket, rows, _depth_gate(max_queue_depth, EXACT))
+    gate = depth.depth_gate(max_queue_depth, depth.EXACT if connection.in_atomic_block else depth.FAST)
+    admitted = _accept_once(ticket, rows, gate)
+    if not admitted.accepted and admitted.full and gate.mode == depth.FAST:
+        admitted = _accept_once(ticket, rows, depth.depth_gate(max_queue_depth, depth.EXACT))
     if admitted.full:
         raise QueueFull()
     if admitted.accepted:
@@ -61,7 +61,7 @@ _TICKET_TYPES = {
 _accepts: dict[tuple[str, str | None], Prepared] = {}
 
 
-def _accept_statement(rows: Rows, gate: _Gate) -> Prepared:
+def _accept_statement(rows: Rows, gate: depth.DepthGate) -> Prepared:
     key = (rows.name, gate.mode)
     if key not in _accepts:
         answers = ", ".join((*rows.answers, "(SELECT publish FROM ticket)"))
@@ -88,7 +88,7 @@ def _accept_statement(rows: Rows, gate: _Gate) -> Prepared:
     return _accepts[key]
 
 
-def _accept_once(ticket: NewTicket, rows: Rows, gate: _Gate) -> Admitted:
+def _accept_once(ticket: NewTicket, rows: Rows, gate: depth.DepthGate) -> Admitted:
     params = {
         **rows.params,
         **gate.params,

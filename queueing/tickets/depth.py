@@ -16,7 +16,10 @@ DEPTH_LOCK = (7, 1)  # the two-int advisory key space, apart from the sessions' 
 
 
 @dataclasses.dataclass(frozen=True)
-class _Gate:
+class DepthGate:
+    """How one accept admits: `mode` (FAST, EXACT, or None when uncapped), the advisory `lock` it takes after its
+    session lock, the SQL condition `open` it writes under, and that condition's `params`."""
+
     mode: str | None
     lock: Prepared | None = None
     open: str = "true"
@@ -30,7 +33,7 @@ _SHARED_DEPTH_LOCK = Prepared(
 _DEPTH_LOCK = Prepared("agentos_depth", "SELECT pg_advisory_xact_lock(%(depth_key1)s, %(depth_key2)s)", _DEPTH_TYPES)
 
 
-def _depth_gate(max_depth: int, mode: str) -> _Gate:
+def depth_gate(max_depth: int, mode: str) -> DepthGate:
     """How an accept admits against `AGENTOS_MAX_QUEUE_DEPTH`: the lock it takes and the condition it writes under.
 
     Exact: under an exclusive lock that every capped accept takes (after its session lock), count the queued
@@ -44,8 +47,8 @@ def _depth_gate(max_depth: int, mode: str) -> _Gate:
     nearly full.
     """
     if max_depth <= 0:
-        return _Gate(None)
-    room = max_depth - _max_connections()
+        return DepthGate(None)
+    room = max_depth - max_connections()
     if mode == FAST and room > 0:
         lock, limit = _SHARED_DEPTH_LOCK, room
     else:
@@ -55,7 +58,7 @@ def _depth_gate(max_depth: int, mode: str) -> _Gate:
         " < %(depth_limit)s"
     )
     params = {"depth_key1": DEPTH_LOCK[0], "depth_key2": DEPTH_LOCK[1], "depth_limit": limit}
-    return _Gate(mode, lock, condition, params)
+    return DepthGate(mode, lock, condition, params)
 
 
 @functools.cache
@@ -65,5 +68,6 @@ def _max_connections_of(alias: str) -> int:
         return int(cursor.fetchone()[0])
 
 
-def _max_connections() -> int:
+def max_connections() -> int:
+    """The database server's `max_connections` (read once per connection alias): the most accepts in flight."""
     return _max_connections_of(connection.alias)

@@ -17,8 +17,6 @@ from django.test.utils import CaptureQueriesContext
 from queueing import selectors, tickets
 from queueing.models import Ticket, TicketStatus
 from queueing.seam import Claim, Outcome
-from queueing.tickets.claim import _claim_statement
-from queueing.tickets.finish import _FINISH, _settled_statement
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -95,12 +93,14 @@ def _buffers(plan: str) -> int:
 
 
 @pytest.mark.parametrize("start_sql", [None, "SELECT 1 FROM claimed"], ids=["claim", "claim that starts the job"])
-def test_a_claim_reads_a_few_pages_however_many_tickets_are_claimable(start_sql):
+def test_a_claim_reads_a_few_pages_however_many_tickets_are_claimable(start_sql, executor):
+    executor.start_sql = start_sql
     ids = _claimable_tickets(CLAIMABLE)
     values = {"ticket_id": ids[-1], "worker_id": "w1", "grace": 60.0, "fence": "f"}
+    statements = tickets.statements()
 
-    claim = _pages_read(_claim_statement(start_sql), values)
-    hand_off = _pages_read(_settled_statement(start_sql, True), {**values, "grace": None}, promoted=ids[-1])
+    claim = _pages_read(statements["claim"], values)
+    hand_off = _pages_read(statements["settled_handing_off"], {**values, "grace": None}, promoted=ids[-1])
 
     assert claim < FEW_PAGES, f"the claim read {claim} pages"
     assert hand_off < FEW_PAGES, f"the hand-off claim read {hand_off} pages"
@@ -112,7 +112,7 @@ def test_a_finish_reads_a_few_pages_however_many_tickets_are_live():
     values = {"ticket_id": ids[-1], "worker_id": "w1", "attempt": 1, "status": "completed", "error": None,
               "terminal": True, "fence": "f", "yields": False}  # fmt: skip
 
-    assert _pages_read(_FINISH, values) < FEW_PAGES
+    assert _pages_read(tickets.statements()["finish"], values) < FEW_PAGES
 
 
 def test_a_finish_reads_a_few_pages_however_many_tickets_are_running():
@@ -124,7 +124,7 @@ def test_a_finish_reads_a_few_pages_however_many_tickets_are_running():
     values = {"ticket_id": ids[-1], "worker_id": "w1", "attempt": 1, "status": "completed", "error": None,
               "terminal": True, "fence": "f", "yields": False}  # fmt: skip
 
-    assert _pages_read(_FINISH, values) < FEW_PAGES
+    assert _pages_read(tickets.statements()["finish"], values) < FEW_PAGES
 
 
 class _Undone(Exception):

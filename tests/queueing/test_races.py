@@ -82,15 +82,16 @@ def test_the_depth_cap_stays_exact_when_accepts_far_from_it_take_the_shared_lock
     """With max_connections taken as 20 and a cap of 30, accepts that see fewer than 10 queued admit under the shared
     lock, concurrently; the rest count under the exclusive one. 16 threads (fewer than 20 connections) try 48, each
     in no transaction of the caller's, as a submit does."""
-    monkeypatch.setattr(tickets.depth, "_max_connections", lambda: 20)
+    monkeypatch.setattr(tickets.depth, "max_connections", lambda: 20)
     modes = []
-    real_accept_once = tickets.accept._accept_once
+    real_depth_gate = tickets.depth.depth_gate
 
-    def recording(ticket, rows, gate):
+    def recording(max_depth, mode):
+        gate = real_depth_gate(max_depth, mode)
         modes.append(gate.mode)
-        return real_accept_once(ticket, rows, gate)
+        return gate
 
-    monkeypatch.setattr(tickets.accept, "_accept_once", recording)
+    monkeypatch.setattr(tickets.depth, "depth_gate", recording)
 
     def try_accepts(index: int) -> list[str]:
         answers = []
