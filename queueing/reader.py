@@ -105,6 +105,10 @@ class Reader:
         self._thread.start()
         return self
 
+    def is_alive(self) -> bool:
+        """Whether the reader's thread runs: from `start` until it stopped (`stop`, or a pool shut down meanwhile)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def stop(self, timeout: float = 5.0) -> None:
         """Take nothing more; returns once the thread has ended (at most one BRPOP's wait)."""
         self._stop.set()

@@ -86,7 +86,7 @@ def publish_many(items: list[tuple[object, float | None]]) -> int:
         log.warning("markers not set for %d message(s) error=%s", len(items), error)  # a duplicate may follow
     try:
         if later:
-            _send_tasks(later)
+            send_through_celery(later)
     except Exception as error:  # the broker is down or refused: the sweeper re-dispatches later
         log.warning("dispatch failed ticket=%s error=%s (%d in the batch)", later[0][0], error, len(later))
         _unmark(later)
@@ -98,8 +98,9 @@ def redis_broker() -> bool:
     return current().services.celery_broker_url.startswith(("redis://", "rediss://", "unix://"))
 
 
-def _send_tasks(items: list[tuple[object, float | None]]) -> None:
-    """Through Celery, in one kombu publish batch: a message with a countdown to `celery_queue`, the rest to
+def send_through_celery(items: list[tuple[object, float | None]]) -> None:
+    """Send the execute messages of `items` (ticket id, countdown) through Celery's send_task, unmarked (the markers
+    are `publish_many`'s), in one kombu publish batch: a message with a countdown to `celery_queue`, the rest to
     `execute_queue` (Celery sends to a direct queue through the anonymous exchange, routing key = the queue)."""
     with app.producer_or_acquire() as producer, producer.batch(max_size=2 * len(items)):
         for ticket_id, countdown in items:

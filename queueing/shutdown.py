@@ -10,11 +10,12 @@ are fenced off.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from agentos_project.conf import current
 
@@ -41,6 +42,16 @@ def before_exit(flush: Callable[[], object]) -> None:
 def draining() -> bool:
     """True once a warm shutdown began: claim nothing new, hand nothing off."""
     return _State.draining.is_set()
+
+
+@contextlib.contextmanager
+def draining_meanwhile() -> Iterator[None]:
+    """Be a draining worker (`draining()` true) inside the block, without the drain's timer; not after it."""
+    _State.draining.set()
+    try:
+        yield
+    finally:
+        _State.draining.clear()
 
 
 def interrupted() -> bool:

@@ -192,7 +192,7 @@ def test_what_is_not_a_plain_execute_message_goes_to_celerys_queue_behind_what_w
 
 
 def test_celerys_own_message_is_plain(redis_db):
-    router._send_tasks([("through-celery", None)])
+    router.send_through_celery([("through-celery", None)])
     [raw] = redis_db.lrange(router.execute_queue(), 0, -1)
 
     assert reader.plain_ticket_id(raw, revoked=()) == "through-celery"
@@ -233,7 +233,7 @@ def test_a_pool_shut_down_meanwhile_puts_the_message_back_at_the_front_and_stops
     first, second = router.task_message("first"), router.task_message("second")
     push(redis_db, first)
     one = start_reader(executor)
-    wait_until(lambda: not one._thread.is_alive(), timeout=5, what="the reader to stop")
+    wait_until(lambda: not one.is_alive(), timeout=5, what="the reader to stop")
     push(redis_db, second)
 
     assert next_first(redis_db, QUEUE) == [first, second]
@@ -241,14 +241,11 @@ def test_a_pool_shut_down_meanwhile_puts_the_message_back_at_the_front_and_stops
 
 
 def test_a_draining_worker_takes_nothing(redis_db, pool, held, start_reader):
-    shutdown._State.draining.set()
-    try:
+    with shutdown.draining_meanwhile():
         start_reader(pool(2))
         push(redis_db, router.task_message("during-drain"))
         threading.Event().wait(1.5)
         assert (held.taken, redis_db.llen(QUEUE)) == ([], 1)
-    finally:
-        shutdown._State.draining.clear()
 
 
 def test_a_redis_that_does_not_answer_is_retried_and_the_reader_still_stops(pool, start_reader, caplog):
@@ -258,6 +255,6 @@ def test_a_redis_that_does_not_answer_is_retried_and_the_reader_still_stops(pool
 
     wait_until(lambda: "reading the execute queue failed" in caplog.text, timeout=5, what="the failure logged")
     wait_until(lambda: caplog.text.count("reading the execute queue failed") >= 2, timeout=15, what="a retry")
-    assert one._thread.is_alive()
+    assert one.is_alive()
     one.stop(timeout=3)
-    assert not one._thread.is_alive()
+    assert not one.is_alive()

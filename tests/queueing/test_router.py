@@ -28,7 +28,7 @@ def flat(message: dict) -> dict:
 
 
 def test_a_message_written_straight_into_the_queue_is_the_one_celery_writes(redis_db):
-    router._send_tasks([(TICKET, None)])  # through Celery's send_task
+    router.send_through_celery([(TICKET, None)])  # through Celery's send_task
     assert router.publish_many([(TICKET, None)]) == 1  # written by agentos
     celery, ours = (flat(message) for message in queued(redis_db))
 

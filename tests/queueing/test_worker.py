@@ -115,9 +115,8 @@ def test_the_end_of_a_head_claims_its_successor_in_the_same_transaction_or_publi
 
 @pytest.fixture
 def draining():
-    shutdown._State.draining.set()
-    yield
-    shutdown._State.draining.clear()
+    with shutdown.draining_meanwhile():
+        yield
 
 
 @pytest.mark.django_db(transaction=True)
