@@ -8,10 +8,12 @@ import logging
 import re
 
 import pytest
+import redis
 from django.db import transaction
 from django.db.models.functions import Now
 
 from agentos_project.conf import current
+from agentos_project.coordination import coordination
 from queueing import metrics
 from queueing.models import Ticket
 from queueing.seam import NewTicket
@@ -239,14 +241,29 @@ def test_increments_redis_refuses_are_sent_once_it_answers(api, session_id):
     assert moved(before, after, "agentos_runs_requeued_total") == 3
 
 
-def test_a_batch_sent_again_after_a_lost_reply_counts_once(api):
+def test_a_batch_sent_again_after_a_lost_reply_counts_once(api, monkeypatch):
     before = scrape(api)
-    recorder = metrics.Recorder()
-    recorder._fresh["c:requeued"] = 2
-    assert recorder._send() is True
-    recorder._unconfirmed = (recorder._numbered, {"c:requeued": 2})  # as if the reply to that send was lost
+    sent = []
 
-    assert recorder._send() is True
+    class ReplyLostOnce:
+        """Redis as the recorder reaches it: the first batch is applied, but its reply never comes back."""
+
+        def eval(self, script, keys, *arguments):
+            sent.append(arguments[keys:])
+            answer = coordination().eval(script, keys, *arguments)
+            if len(sent) == 1:
+                raise redis.ConnectionError("the reply was lost")
+            return answer
+
+        def __getattr__(self, name):  # anything else: as Redis answers
+            return getattr(coordination(), name)
+
+    monkeypatch.setattr(metrics, "coordination", ReplyLostOnce)
+    recorder = metrics.Recorder()
+    recorder.count("requeued", 2)
+
+    assert recorder.flush(timeout=5) is True
+    assert sent == [(1, "c:requeued", 2), (1, "c:requeued", 2)], "the same batch, sent again with its number"
     assert moved(before, scrape(api), "agentos_runs_requeued_total") == 2
 
 
