@@ -18,10 +18,21 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from queueing.models import Ticket
-from queueing.seam import Claim, NewTicket, Outcome, Settlement, get_executor, register_executor
+from queueing.seam import CLAIMED, Claim, NewTicket, Outcome, Settlement, get_executor, register_executor
 from queueing.tickets import ticket_accept, ticket_cancel, ticket_claim, ticket_finish
 
 UNSTORABLE = "a result the database refuses"
+# Where the fake's jobs are started, by the claiming statement as the runs app's are (a table of the tests only).
+STARTED = "queueing_test_started"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def started_table(django_db_setup, django_db_blocker):
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE TABLE IF NOT EXISTS {STARTED} (seq bigserial PRIMARY KEY, ticket_id uuid NOT NULL,"
+            " attempt int NOT NULL, started_at timestamptz NOT NULL)"
+        )
 
 
 @dataclasses.dataclass
@@ -32,21 +43,37 @@ class FakeExecutor:
     ("completed", "failed", "paused", "cancelled", "raise" for an executor that raises, "unstorable" for a
     result whose settle raises as a NUL would; the last entry repeats), `sleep` the seconds each attempt takes.
     A settle of a ticket in `refuse` raises; a lost attempt of a ticket in `parked` is parked back to paused.
+    The claiming statement starts a job (`start_sql`): a row in `STARTED`, with the database's clock at the claim.
     """
 
-    started: list[tuple[str, int]] = dataclasses.field(default_factory=list)
-    started_at: dict[str, datetime.datetime] = dataclasses.field(default_factory=dict)
+    start_sql = (
+        f"INSERT INTO {STARTED} (ticket_id, attempt, started_at) "
+        f"SELECT id, attempt, statement_timestamp() FROM {CLAIMED}"
+    )
     executed: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     settlements: list[Settlement] = dataclasses.field(default_factory=list)
     refuse: set[str] = dataclasses.field(default_factory=set)
     parked: set[str] = dataclasses.field(default_factory=set)
     cancels: list[str] = dataclasses.field(default_factory=list)
 
-    def start(self, claim: Claim) -> None:
-        self.started.append((claim.ticket_id, claim.attempt))
-        with connection.cursor() as cursor:  # in the claim's transaction: when it started, by the database's clock
-            cursor.execute("SELECT statement_timestamp()")
-            self.started_at[claim.ticket_id] = cursor.fetchone()[0]
+    @property
+    def started(self) -> list[tuple[str, int]]:
+        """(ticket id, attempt) of every job started, in order: those of this test's tickets (earlier tests' are
+        gone, rolled back or flushed)."""
+        return [(ticket_id, attempt) for ticket_id, attempt, _ in self._starts()]
+
+    @property
+    def started_at(self) -> dict[str, datetime.datetime]:
+        """When each of this test's tickets last started, by the database's clock at its claim."""
+        return {ticket_id: at for ticket_id, _, at in self._starts()}
+
+    def _starts(self) -> list[tuple[str, int, datetime.datetime]]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT s.ticket_id::text, s.attempt, s.started_at FROM {STARTED} AS s"
+                f" JOIN {Ticket._meta.db_table} AS t ON t.id = s.ticket_id ORDER BY s.seq"
+            )
+            return cursor.fetchall()
 
     def execute(self, claim: Claim) -> Outcome:
         self.executed.append((claim.ticket_id, claim.attempt))
