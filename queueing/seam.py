@@ -132,14 +132,10 @@ class SettleStatements:
 
 
 class Executor(Protocol):
-    # The same as `start`, as SQL: the body of a data-modifying CTE that reads the CTE `claimed(id, attempt)` (the
-    # ticket just claimed). An executor that gives it is started by the claiming statement itself, one round trip
-    # with no transaction around it; `start` is then never called. None: `start` is called in the claim's
-    # transaction.
-    start_sql: str | None = None
-
-    def start(self, claim: Claim) -> None:
-        """Mark the job started for this attempt, inside the transaction that claimed it."""
+    # The job's start for the attempt just claimed, as SQL: the body of a data-modifying CTE that reads the CTE
+    # `CLAIMED` (`(id, attempt)` of the ticket, no row when none was claimed). The claiming statement runs it, so
+    # the job starts with its claim, in one round trip with no transaction around it.
+    start_sql: str
 
     def execute(self, claim: Claim) -> Outcome:
         """Run the attempt, outside any transaction."""

@@ -37,9 +37,10 @@ asked), `sweep` (stale tickets, prune), `operator` (cancel, continue, requeue), 
 
 from agentos_project.postgres.prepared import Prepared
 
+from ..seam import get_executor
 from ._sql import _PROMOTE, _SESSION_LOCK, TABLE, promote_next_head, session_lock
 from .accept import ticket_accept
-from .claim import _claim_statement, _start_sql, ticket_claim, ticket_heartbeat, ticket_note_dispatch, ticket_owned
+from .claim import _claim_statement, ticket_claim, ticket_heartbeat, ticket_note_dispatch, ticket_owned
 from .depth import _DEPTH_LOCK, _SHARED_DEPTH_LOCK, DEPTH_LOCK, EXACT, FAST
 from .finish import (
     _FINISH,
@@ -88,7 +89,7 @@ def statements() -> dict[str, Prepared]:
     `settle_begin`, `promote`, `settled` and `settled_handing_off` (the last statement of a one-message finish).
     The accepts' are not listed (one per caller's rows). For reading their plans (`tests/queueing/test_plans.py`).
     """
-    start_sql = _start_sql()
+    start_sql = get_executor().start_sql
     return {
         "session_lock": _SESSION_LOCK,
         "depth_shared": _SHARED_DEPTH_LOCK,

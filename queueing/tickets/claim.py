@@ -4,11 +4,11 @@ dispatch note.
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import Iterable
 
-from django.db import transaction
 from django.db.models.functions import Now
 
 from agentos_project.postgres.prepared import Prepared
@@ -19,30 +19,19 @@ from ..seam import CLAIMED, Claim, get_executor
 from ._sql import _LIVE_SQL, TABLE, _json, _update_returning, _while
 
 
-def ticket_claim(*, ticket_id: str, worker_id: str, grace_seconds: float) -> Claim | None:
+def ticket_claim(*, ticket_id: str, worker_id: str, grace_seconds: float | None) -> Claim | None:
     """Take a ticket for one attempt: queued → running, or a stale running lease → running (reclaim).
 
     A queued ticket is claimable when available and its session's head (or unordered); a running one when its
     lease is older than the grace. Either way budget must be left. The same statement re-checks that no live
     ticket of a serialized session precedes it, so even a head flag gone wrong could not break the order.
-    Sets attempt+1, locked_by, locked_at = now() (database clock), and lets the executor mark its job started
-    in the same transaction. Idempotent for redelivered messages: the second claim matches nothing and
+    Sets attempt+1, locked_by, locked_at = now() (database clock), and starts the executor's job in the same
+    statement (its `start_sql`): one round trip, no transaction around it. `grace_seconds=None` takes only a
+    queued ticket (no reclaim). Idempotent for redelivered messages: the second claim matches nothing and
     returns None.
     """
-    if _start_sql():
-        return _claim(ticket_id=ticket_id, worker_id=worker_id, grace_seconds=grace_seconds)
-    with transaction.atomic():
-        claim = _claim(ticket_id=ticket_id, worker_id=worker_id, grace_seconds=grace_seconds)
-        if claim is not None:
-            get_executor().start(claim)
-    return claim
-
-
-def _claim(*, ticket_id: str, worker_id: str, grace_seconds: float | None) -> Claim | None:
-    """The claim statement, which also starts the job when the executor gives `start_sql` (else the caller calls
-    `start` in the same transaction); `grace_seconds=None` takes only a queued ticket (no reclaim)."""
     params = {"ticket_id": ticket_id, "worker_id": worker_id, "grace": grace_seconds}
-    sql, values = _claim_statement(_start_sql()).call(params)
+    sql, values = _claim_statement(get_executor().start_sql).call(params)
     row = _update_returning(sql, values)
     return None if row is None else _claimed(ticket_id, worker_id, row)
 
@@ -70,13 +59,11 @@ def _claimed(ticket_id, worker_id: str, row: tuple) -> Claim:
 
 _CLAIMED_COLUMNS = "attempt, max_attempts, session_id, payload, previous, waited, handed, component_type, component_id"
 _CLAIM_TYPES = {"ticket_id": "uuid", "worker_id": "text", "grace": "float8"}
-_claims: dict[str | None, Prepared] = {}
 
 
-def _claiming(start_sql: str | None, target: str) -> str:
+def _claiming(start_sql: str, target: str) -> str:
     """The CTEs of a claim of the ticket whose id is the SQL expression `target`: `claimed` (its row, if claimed)
-    and, with the executor's `start_sql`, `started`."""
-    started = f", started AS ({start_sql})" if start_sql else ""
+    and `started` (the executor's `start_sql`)."""
     # The ticket is found by its key, whatever the statistics say: its state is tested in a sub-select, so that no
     # partial index's predicate (live, claimable...) follows from the statement's conditions and the planner never
     # scans such an index instead (the statistics of a queue that has grown since they were taken make that scan
@@ -104,19 +91,13 @@ def _claiming(start_sql: str | None, target: str) -> str:
                           AS waited,
                       CASE WHEN old.fresh AND old.serialized AND old.updated_at > old.created_at
                            THEN extract(epoch FROM statement_timestamp() - old.updated_at) END AS handed)
-        {started}"""
+        , started AS ({start_sql})"""
 
 
-def _claim_statement(start_sql: str | None) -> Prepared:
-    if start_sql not in _claims:
-        sql = f"{_claiming(start_sql, '%(ticket_id)s')} SELECT {_CLAIMED_COLUMNS} FROM {CLAIMED}"
-        name = "agentos_claim_started" if start_sql else "agentos_claim"
-        _claims[start_sql] = Prepared(name, sql, _CLAIM_TYPES)
-    return _claims[start_sql]
-
-
-def _start_sql() -> str | None:
-    return getattr(get_executor(), "start_sql", None)
+@functools.cache
+def _claim_statement(start_sql: str) -> Prepared:
+    sql = f"{_claiming(start_sql, '%(ticket_id)s')} SELECT {_CLAIMED_COLUMNS} FROM {CLAIMED}"
+    return Prepared("agentos_claim_started", sql, _CLAIM_TYPES)
 
 
 def ticket_owned(claim: Claim, *, unless_cancel_asked: bool = False):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from django.db import transaction
 from django.db.models import F
@@ -15,7 +16,7 @@ from ..changes import changed
 from ..models import TERMINAL, TicketStatus
 from ..seam import CLAIMED, FENCE, SETTLING, Claim, Outcome, Settlement, SettleStatements, get_executor
 from ._sql import _PROMOTE, _SESSION_LOCK, TABLE, _seconds, _update_returning, promote_next_head
-from .claim import _CLAIM_TYPES, _CLAIMED_COLUMNS, _claim, _claimed, _claiming, _start_sql, ticket_owned
+from .claim import _CLAIM_TYPES, _CLAIMED_COLUMNS, _claimed, _claiming, ticket_claim, ticket_owned
 
 
 def ticket_cancel_asked(*, claim: Claim) -> bool:
@@ -95,17 +96,15 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
         next_ticket_id = promote_next_head(claim.session_id, publish=not hand_off) if terminal else None
         next_claim = None
         if hand_off and next_ticket_id is not None:
-            next_claim = _claim(ticket_id=next_ticket_id, worker_id=claim.worker_id, grace_seconds=None)
+            next_claim = ticket_claim(ticket_id=next_ticket_id, worker_id=claim.worker_id, grace_seconds=None)
             if next_claim is None:  # not available yet: leave it to the broker
                 router.on_commit(next_ticket_id)
-            elif not _start_sql():
-                get_executor().start(next_claim)
     return Finished(next_claim)
 
 
 def _settle_statements(settlement: Settlement, fence: str) -> SettleStatements | None:
     statements = getattr(get_executor(), "settle_statements", None)
-    return statements(settlement, fence) if statements is not None and _start_sql() else None
+    return statements(settlement, fence) if statements is not None else None
 
 
 _PROMOTED = "nullif(current_setting('agentos.promoted', true), '')::uuid"
@@ -117,23 +116,18 @@ _SETTLE_BEGIN = Prepared(
     "set_config('agentos.promoted', '', true)",
     {"session_id": "text"},
 )
-_settled: dict[tuple[str | None, bool], Prepared] = {}
 
 
-def _settled_statement(start_sql: str | None, hand_off: bool) -> Prepared:
+@functools.cache
+def _settled_statement(start_sql: str, hand_off: bool) -> Prepared:
     """The last statement of a one-message finish: whether the ticket's change matched, the session's new head
-    if it is queued, and (with `hand_off`) that head claimed for this worker, its job started."""
-    key = (start_sql, hand_off)
-    if key not in _settled:
-        outcome = f"SELECT {FENCE} AS settled, {_PROMOTED} AS promoted"
-        if hand_off:
-            sql = f"""{_claiming(start_sql, _PROMOTED)}
+    if it is queued, and (with `hand_off`) that head claimed for this worker, its job started (`start_sql`)."""
+    outcome = f"SELECT {FENCE} AS settled, {_PROMOTED} AS promoted"
+    if not hand_off:
+        return Prepared("agentos_settled_started", outcome, {"fence": "text"})
+    sql = f"""{_claiming(start_sql, _PROMOTED)}
                 SELECT settled, promoted, {_CLAIMED_COLUMNS} FROM ({outcome}) AS outcome LEFT JOIN {CLAIMED} ON true"""
-        else:
-            sql = outcome
-        name = f"agentos_settled{'_handing_off' if hand_off else ''}{'_started' if start_sql else ''}"
-        _settled[key] = Prepared(name, sql, {**_CLAIM_TYPES, "fence": "text"} if hand_off else {"fence": "text"})
-    return _settled[key]
+    return Prepared("agentos_settled_handing_off_started", sql, {**_CLAIM_TYPES, "fence": "text"})
 
 
 def _finish_in_one_message(
@@ -146,7 +140,7 @@ def _finish_in_one_message(
     if terminal:
         calls.append(_PROMOTE.call(params))
     settled = {"fence": params["fence"], "worker_id": claim.worker_id, "grace": None}
-    calls.append(_settled_statement(_start_sql(), hand_off and terminal).call(settled))
+    calls.append(_settled_statement(get_executor().start_sql, hand_off and terminal).call(settled))
     row = _update_returning(*together(*calls))
     matched, promoted, *claimed = row
     if not matched:

@@ -92,9 +92,7 @@ def _buffers(plan: str) -> int:
     return sum(int(n) for n in re.findall(r"(?:hit|read)=(\d+)", line.group(1))) if line else 0
 
 
-@pytest.mark.parametrize("start_sql", [None, "SELECT 1 FROM claimed"], ids=["claim", "claim that starts the job"])
-def test_a_claim_reads_a_few_pages_however_many_tickets_are_claimable(start_sql, executor):
-    executor.start_sql = start_sql
+def test_a_claim_reads_a_few_pages_however_many_tickets_are_claimable():
     ids = _claimable_tickets(CLAIMABLE)
     values = {"ticket_id": ids[-1], "worker_id": "w1", "grace": 60.0, "fence": "f"}
     statements = tickets.statements()
