@@ -17,21 +17,43 @@ import pytest
 from django.db import connection, transaction
 from django.db.models import F
 
+from agentos_project.postgres.prepared import Prepared
 from queueing.models import Ticket
-from queueing.seam import CLAIMED, Claim, NewTicket, Outcome, Settlement, get_executor, register_executor
+from queueing.seam import (
+    CLAIMED,
+    FENCE,
+    Claim,
+    NewTicket,
+    Outcome,
+    Settlement,
+    SettleStatements,
+    get_executor,
+    register_executor,
+)
 from queueing.tickets import ticket_accept, ticket_cancel, ticket_claim, ticket_finish
 
 UNSTORABLE = "a result the database refuses"
-# Where the fake's jobs are started, by the claiming statement as the runs app's are (a table of the tests only).
-STARTED = "queueing_test_started"
+# The fake's own rows, written as the runs app writes its runs: started by the claiming statement, settled by
+# statements sent with the ticket's change (a table of the tests only: they may not import runs).
+JOBS = "queueing_test_fake_job"
+SETTLED = Prepared(
+    "agentos_test_fake_settled",
+    f"INSERT INTO {JOBS} (ticket_id, attempt, what, at) "
+    f"SELECT %(ticket_id)s, %(attempt)s, %(what)s, statement_timestamp() WHERE {FENCE}",
+    {"ticket_id": "uuid", "attempt": "int", "what": "text", "fence": "text"},
+)
+# What the database refuses every time (SQLSTATE 22P02, a data exception), as it may refuse a real job's writes.
+REFUSED = Prepared(
+    "agentos_test_fake_refused", f"SELECT %(value)s::int WHERE {FENCE}", {"value": "text", "fence": "text"}
+)
 
 
 @pytest.fixture(scope="session", autouse=True)
-def started_table(django_db_setup, django_db_blocker):
+def jobs_table(django_db_setup, django_db_blocker):
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         cursor.execute(
-            f"CREATE TABLE IF NOT EXISTS {STARTED} (seq bigserial PRIMARY KEY, ticket_id uuid NOT NULL,"
-            " attempt int NOT NULL, started_at timestamptz NOT NULL)"
+            f"CREATE TABLE IF NOT EXISTS {JOBS} (seq bigserial PRIMARY KEY, ticket_id uuid NOT NULL,"
+            " attempt int NOT NULL, what text NOT NULL, at timestamptz NOT NULL)"
         )
 
 
@@ -41,14 +63,17 @@ class FakeExecutor:
 
     A ticket's payload scripts its attempts: `outcomes` lists the ticket status each attempt asks for
     ("completed", "failed", "paused", "cancelled", "raise" for an executor that raises, "unstorable" for a
-    result whose settle raises as a NUL would; the last entry repeats), `sleep` the seconds each attempt takes.
-    A settle of a ticket in `refuse` raises; a lost attempt of a ticket in `parked` is parked back to paused.
-    The claiming statement starts a job (`start_sql`): a row in `STARTED`, with the database's clock at the claim.
+    result with a NUL, which the driver cannot send; the last entry repeats), `sleep` the seconds each attempt
+    takes. A settle of a ticket in `refuse` fails; a lost attempt of a ticket in `parked` is parked back to paused.
+
+    As the runs app does, the claiming statement starts the job (`start_sql`: a row in `JOBS`, with the database's
+    clock at the claim) and a finish is settled by statements sent with the ticket's change (`settle_statements`,
+    recorded in `settlements` once committed); any other change is settled by `settle`, in its transaction.
     """
 
     start_sql = (
-        f"INSERT INTO {STARTED} (ticket_id, attempt, started_at) "
-        f"SELECT id, attempt, statement_timestamp() FROM {CLAIMED}"
+        f"INSERT INTO {JOBS} (ticket_id, attempt, what, at) "
+        f"SELECT id, attempt, 'started', statement_timestamp() FROM {CLAIMED}"
     )
     executed: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     settlements: list[Settlement] = dataclasses.field(default_factory=list)
@@ -70,8 +95,8 @@ class FakeExecutor:
     def _starts(self) -> list[tuple[str, int, datetime.datetime]]:
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT s.ticket_id::text, s.attempt, s.started_at FROM {STARTED} AS s"
-                f" JOIN {Ticket._meta.db_table} AS t ON t.id = s.ticket_id ORDER BY s.seq"
+                f"SELECT s.ticket_id::text, s.attempt, s.at FROM {JOBS} AS s JOIN {Ticket._meta.db_table} AS t"
+                " ON t.id = s.ticket_id WHERE s.what = 'started' ORDER BY s.seq"
             )
             return cursor.fetchall()
 
@@ -87,6 +112,15 @@ class FakeExecutor:
         if status == "unstorable":
             return Outcome("completed", result=UNSTORABLE)
         return Outcome(status)
+
+    def settle_statements(self, settlement: Settlement, fence: str) -> SettleStatements:
+        unstorable = settlement.outcome is not None and settlement.outcome.result == UNSTORABLE
+        what = "\x00" if unstorable else settlement.status
+        values = {"ticket_id": settlement.ticket_id, "attempt": settlement.attempt, "what": what, "fence": fence}
+        calls = [SETTLED.call(values)]
+        if settlement.ticket_id in self.refuse:
+            calls.append(REFUSED.call({"value": "refused", "fence": fence}))
+        return SettleStatements(calls, after=lambda: self.settlements.append(settlement))
 
     def settle(self, settlement: Settlement) -> None:
         if settlement.ticket_id in self.refuse:

@@ -73,7 +73,7 @@ def test_a_message_for_a_finished_ticket_is_dropped(redis_db, executor):
     assert executor.executed == [(ticket_id, 1)]
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # the failure's settlement is recorded once its finish commits
 def test_an_executor_that_raises_is_retried_with_budget_then_fails(redis_db, executor):
     ticket_id = accept(session_id="raise-1", max_attempts=2, outcomes=("raise",))
 
