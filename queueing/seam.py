@@ -143,10 +143,10 @@ class Executor(Protocol):
     def settle(self, settlement: Settlement) -> None:
         """Mirror the ticket change `settlement` on the job, inside that change's transaction."""
 
-    # The same as `settle`, as statements the queue sends with the ticket's change, all in one message and one
-    # transaction (no round trip between them): None when this settlement needs `settle` (then the queue opens a
-    # transaction and calls it). Optional: an executor without it is always settled through `settle`.
-    settle_statements: Callable[[Settlement, str], SettleStatements | None] | None = None
+    def settle_statements(self, settlement: Settlement, fence: str) -> SettleStatements | None:
+        """How a finish is settled: the same as `settle`, as statements the queue sends with the ticket's change,
+        all in one message and one transaction (no round trip between them), each guarded by `FENCE` with `fence`.
+        None when this settlement has none: the queue then opens a transaction and calls `settle`."""
 
     def cancel(self, ticket_id: str) -> str:
         """Cancel the job wherever it is: `cancelled` (done at once), `requested` (its running attempt stops at its

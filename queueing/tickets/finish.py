@@ -57,18 +57,19 @@ _FINISH = Prepared(
 
 
 def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> Finished | None:
-    """End the attempt `claim` owns: running → completed | failed | cancelled | paused, in one short transaction.
+    """End the attempt `claim` owns: running → completed | failed | cancelled | paused, in one message.
 
     Fenced: matches only while this worker still owns this attempt; None means a newer attempt or a sweep
     took the ticket, and nothing (ticket or the executor's rows) was written. An outcome that yields to a cancel
     (a pause, a retryable failure) matches only while no cancel was asked: None then too (`ticket_cancel_asked`).
-    The executor's writes go in the same transaction. A terminal head hands its session to the next ticket:
-    published after commit, or, with `hand_off`, claimed for the same worker in the same transaction (its job
-    started there too) and returned, so the caller runs it at once on the same thread: no broker round trip, no
-    extra commit.
+    The executor's writes (`settle_statements`) go with the ticket's change, in one message that PostgreSQL runs
+    as one transaction, committed when this returns: the session lock is held for no round trip. A terminal head
+    hands its session to the next ticket: published after commit, or, with `hand_off`, claimed for the same worker
+    in the same transaction (its job started there too) and returned, so the caller runs it at once on the same
+    thread: no broker round trip, no extra commit.
 
-    When the executor gives its writes as statements (`settle_statements`), the whole change is one message that
-    PostgreSQL runs as one transaction, committed when this returns: the session lock is held for no round trip.
+    A settlement the executor gives no statements for goes through its `settle` instead, in a transaction
+    (`_finish_through_settle`); the outcome is the same.
     """
     assert outcome.status in (*TERMINAL, TicketStatus.PAUSED)
     terminal = outcome.status != TicketStatus.PAUSED
@@ -84,27 +85,10 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
         "fence": f"{claim.ticket_id}:{claim.attempt}",
     }
     settlement = Settlement(claim.ticket_id, outcome.status, claim.attempt, outcome.error, outcome)
-    statements = _settle_statements(settlement, params["fence"])
-    if statements is not None:
-        return _finish_in_one_message(claim, params, statements, terminal=terminal, hand_off=hand_off)
-    with transaction.atomic():
-        updated = _update_returning(*together(_SESSION_LOCK.call(params), _FINISH.call(params)))  # one round trip
-        if not updated:
-            return None
-        _changed_by(claim, "finish", outcome.status)
-        get_executor().settle(settlement)
-        next_ticket_id = promote_next_head(claim.session_id, publish=not hand_off) if terminal else None
-        next_claim = None
-        if hand_off and next_ticket_id is not None:
-            next_claim = ticket_claim(ticket_id=next_ticket_id, worker_id=claim.worker_id, grace_seconds=None)
-            if next_claim is None:  # not available yet: leave it to the broker
-                router.on_commit(next_ticket_id)
-    return Finished(next_claim)
-
-
-def _settle_statements(settlement: Settlement, fence: str) -> SettleStatements | None:
-    statements = getattr(get_executor(), "settle_statements", None)
-    return statements(settlement, fence) if statements is not None else None
+    statements = get_executor().settle_statements(settlement, params["fence"])
+    if statements is None:
+        return _finish_through_settle(claim, params, settlement, terminal=terminal, hand_off=hand_off)
+    return _finish_in_one_message(claim, params, statements, terminal=terminal, hand_off=hand_off)
 
 
 _PROMOTED = "nullif(current_setting('agentos.promoted', true), '')::uuid"
@@ -153,6 +137,27 @@ def _finish_in_one_message(
         next_claim = _claimed(promoted, claim.worker_id, tuple(claimed))
     elif promoted is not None:  # not handed off, or not available yet: the broker takes it
         router.on_commit(promoted)
+    return Finished(next_claim)
+
+
+def _finish_through_settle(
+    claim: Claim, params: dict, settlement: Settlement, *, terminal: bool, hand_off: bool
+) -> Finished | None:
+    """`ticket_finish` for a settlement the executor gives no statements for: the session lock and the guarded
+    change, then the executor's `settle`, the promotion of the next head and its hand-off claim, in a transaction.
+    """
+    with transaction.atomic():
+        updated = _update_returning(*together(_SESSION_LOCK.call(params), _FINISH.call(params)))  # one round trip
+        if not updated:
+            return None
+        _changed_by(claim, "finish", settlement.status)
+        get_executor().settle(settlement)
+        next_ticket_id = promote_next_head(claim.session_id, publish=not hand_off) if terminal else None
+        next_claim = None
+        if hand_off and next_ticket_id is not None:
+            next_claim = ticket_claim(ticket_id=next_ticket_id, worker_id=claim.worker_id, grace_seconds=None)
+            if next_claim is None:  # not available yet: leave it to the broker
+                router.on_commit(next_ticket_id)
     return Finished(next_claim)
 
 
