@@ -20,7 +20,7 @@ reader then moves only as many as there are free threads, and only once Celery h
 task events are off as the consumer starts, and takes the execute queue away from Celery's consumer meanwhile.
 Otherwise (another broker or pool, or task events on at the consumer's start: a worker started with them stays
 on Celery's way until its consumer restarts) Celery's consumer reads both queues, through the lean strategy
-(`queueing.strategy`).
+(`queueing.message_handler`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import redis
 from celery import bootsteps
 from celery.concurrency.thread import TaskPool as ThreadsPool
 
-from . import router, shutdown, strategy
-from .strategy import execute, sends_task_events
+from . import message_handler, router, shutdown
+from .message_handler import execute, sends_task_events
 
 log = logging.getLogger("agentos.queue")
 
@@ -185,7 +185,7 @@ def _nothing() -> None:
 
 def plain_ticket_id(raw: bytes, revoked) -> str | None:
     """The ticket id of a plain execute message as kombu's Redis transport stores it (task protocol 2, JSON; the
-    rest as `strategy.plain_ticket_id`); None for anything else."""
+    rest as `message_handler.plain_ticket_id`); None for anything else."""
     try:
         message = json.loads(raw)
         headers, properties, body = message["headers"], message["properties"], message["body"]
@@ -193,7 +193,7 @@ def plain_ticket_id(raw: bytes, revoked) -> str | None:
             return None
         if properties.get("body_encoding") == "base64":
             body = base64.b64decode(body)
-        ticket_id = strategy.plain_ticket_id(headers, lambda: json.loads(body), revoked)
+        ticket_id = message_handler.plain_ticket_id(headers, lambda: json.loads(body), revoked)
     except Exception:  # noqa: BLE001 - whatever is wrong with it, Celery's way tells (and rejects it)
         return None
     return ticket_id if isinstance(ticket_id, str) else None

@@ -6,6 +6,6 @@ from .router import EXECUTE_TASK
 from .worker import worker_execute
 
 
-@shared_task(name=EXECUTE_TASK, ignore_result=True, acks_late=True, Strategy="queueing.strategy:lean")
+@shared_task(name=EXECUTE_TASK, ignore_result=True, acks_late=True, Strategy="queueing.message_handler:lean")
 def execute_ticket(ticket_id: str) -> None:
     worker_execute(ticket_id=ticket_id)
