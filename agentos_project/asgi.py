@@ -14,7 +14,7 @@ from .postgres.base import warm
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentos_project.settings.base")
 
 django.setup(set_prefix=False)
-from queueing.lifecycle import freeze_loaded_objects  # noqa: E402 (the apps are loaded only now)
+from queueing.worker_signals import freeze_loaded_objects  # noqa: E402 (the apps are loaded only now)
 
 from .conf import current  # noqa: E402
 from .logs import access_lines_in  # noqa: E402

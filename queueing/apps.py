@@ -8,7 +8,7 @@ class QueueingConfig(AppConfig):
     verbose_name = "Job queue"
 
     def ready(self) -> None:
-        from . import lifecycle, metrics
+        from . import metrics, worker_signals
 
-        lifecycle.connect()
+        worker_signals.connect()
         metrics.record_serve_restart(current().server)
