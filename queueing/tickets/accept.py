@@ -9,10 +9,10 @@ from django.db import connection
 from agentos_project.postgres.prepared import Prepared, together
 
 from .. import router
-from ..changes import changed
 from ..exceptions import QueueFull
 from ..models import TicketStatus
 from ..seam import ADMITTED, GATE, ONLY_THE_TICKET, Admitted, NewTicket, Rows
+from ..transition_log import changed
 from . import depth
 from ._sql import _LIVE_SQL, _SESSION_LOCK, TABLE
 

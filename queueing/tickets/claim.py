@@ -13,9 +13,9 @@ from django.db.models.functions import Now
 
 from agentos_project.postgres.prepared import Prepared
 
-from ..changes import changed
 from ..models import Ticket, TicketStatus
 from ..seam import CLAIMED, Claim, get_executor
+from ..transition_log import changed
 from ._sql import _LIVE_SQL, TABLE, _json, _update_returning, _while
 
 

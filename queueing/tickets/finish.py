@@ -12,9 +12,9 @@ from django.db.models.functions import Now
 from agentos_project.postgres.prepared import Prepared, together
 
 from .. import router
-from ..changes import changed
 from ..models import TERMINAL, TicketStatus
 from ..seam import CLAIMED, FENCE, SETTLING, Claim, Outcome, Settlement, SettleStatements, get_executor
+from ..transition_log import changed
 from ._sql import _PROMOTE, _SESSION_LOCK, TABLE, _seconds, _update_returning, promote_next_head
 from .claim import _CLAIM_TYPES, _CLAIMED_COLUMNS, _claimed, _claiming, ticket_claim, ticket_owned
 

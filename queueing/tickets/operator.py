@@ -7,9 +7,9 @@ import enum
 from django.db import transaction
 
 from .. import router
-from ..changes import changed
 from ..models import Ticket, TicketStatus
 from ..seam import Settlement, get_executor
+from ..transition_log import changed
 from ._sql import _LIVE_SQL, TABLE, _update_returning, _while, promote_next_head, session_lock
 
 

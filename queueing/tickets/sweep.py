@@ -6,9 +6,9 @@ from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
-from ..changes import changed, pruned
 from ..models import TERMINAL, Ticket, TicketStatus
 from ..seam import Settlement, get_executor
+from ..transition_log import changed, pruned
 from ._sql import _seconds, _while, promote_next_head, session_lock
 
 SWEEP_ERROR = (
