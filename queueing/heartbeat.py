@@ -19,13 +19,13 @@ log = logging.getLogger("agentos.queue")
 
 
 class Heartbeat(threading.Thread):
-    """Every `interval` seconds, refresh the leases of the attempts `claims()` names."""
+    """Every `interval` seconds, refresh the leases of the attempts `attempts()` names."""
 
-    def __init__(self, *, worker_id: str, interval: float, claims: Callable[[], list[tuple[str, int]]]):
+    def __init__(self, *, worker_id: str, interval: float, attempts: Callable[[], list[tuple[str, int]]]):
         super().__init__(name="agentos-heartbeat", daemon=True)
         self.worker_id = worker_id
         self.interval = interval
-        self.claims = claims
+        self.attempts = attempts
         self.stopped = threading.Event()
 
     def run(self) -> None:
@@ -38,10 +38,10 @@ class Heartbeat(threading.Thread):
 
     def beat(self) -> None:
         try:
-            claims = self.claims()
-            if claims:
+            attempts = self.attempts()
+            if attempts:
                 close_old_connections()
-                ticket_heartbeat(worker_id=self.worker_id, claims=claims)
+                ticket_heartbeat(worker_id=self.worker_id, attempts=attempts)
         except Exception as error:  # the database is away: keep beating, it may come back within the grace
             log.warning("heartbeat failed worker=%s error=%s", self.worker_id, error)
             connection.close()

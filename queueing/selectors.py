@@ -1,8 +1,8 @@
 """Reads of the queue (no state changes here).
 
 The reads of one ticket by its id (`ticket_seconds_until_available`, `ticket_waiting_on`) find it by the key and
-test its state in a sub-select, as the claim does (tickets.claim._claiming): otherwise statistics taken when few tickets
-were queued make a scan of every queued one look cheaper.
+test its state in a sub-select, as the claim does (tickets.claim._claim_ctes): otherwise statistics taken when few
+tickets were queued make a scan of every queued one look cheaper.
 """
 
 from __future__ import annotations

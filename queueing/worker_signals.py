@@ -33,7 +33,7 @@ def keep_worker_connections(**_kwargs) -> None:
 def start_heartbeat(**_kwargs) -> None:
     """Refresh this process's leases on a thread of its own, every max(1, grace/3) seconds."""
     interval = current().queue.heartbeat_interval
-    Heartbeat(worker_id=worker_identity(), interval=interval, claims=active_claims.snapshot).start()
+    Heartbeat(worker_id=worker_identity(), interval=interval, attempts=active_claims.snapshot).start()
 
 
 class _Sweeper:

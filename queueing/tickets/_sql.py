@@ -49,7 +49,7 @@ def _update_returning(sql: str, params: list) -> tuple | None:
 
 def _while(condition: str, params: Iterable = ()) -> RawSQL:
     """`condition` on the ticket's own columns, as a filter of a query that finds its ticket by the key: tested in a
-    sub-select, so the planner takes no index from it (why: `_claiming`)."""
+    sub-select, so the planner takes no index from it (why: `_claim_ctes`)."""
     return RawSQL(f"(SELECT {condition})", list(params), output_field=BooleanField())
 
 

@@ -33,10 +33,10 @@ def ticket_claim(*, ticket_id: str, worker_id: str, grace_seconds: float | None)
     params = {"ticket_id": ticket_id, "worker_id": worker_id, "grace": grace_seconds}
     sql, values = _claim_statement(get_executor().start_sql).call(params)
     row = _update_returning(sql, values)
-    return None if row is None else _claimed(ticket_id, worker_id, row)
+    return None if row is None else _claim_from_row(ticket_id, worker_id, row)
 
 
-def _claimed(ticket_id, worker_id: str, row: tuple) -> Claim:
+def _claim_from_row(ticket_id, worker_id: str, row: tuple) -> Claim:
     """The claim a claiming statement's row (`_CLAIMED_COLUMNS`) describes, its change recorded."""
     attempt, max_attempts, session_id, payload, previous, waited, handed, component_type, component_id = row
     event = "reclaim" if previous == TicketStatus.RUNNING else "claim"
@@ -61,7 +61,7 @@ _CLAIMED_COLUMNS = "attempt, max_attempts, session_id, payload, previous, waited
 _CLAIM_TYPES = {"ticket_id": "uuid", "worker_id": "text", "grace": "float8"}
 
 
-def _claiming(start_sql: str, target: str) -> str:
+def _claim_ctes(start_sql: str, target: str) -> str:
     """The CTEs of a claim of the ticket whose id is the SQL expression `target`: `claimed` (its row, if claimed)
     and `started` (the executor's `start_sql`)."""
     # The ticket is found by its key, whatever the statistics say: its state is tested in a sub-select, so that no
@@ -96,7 +96,7 @@ def _claiming(start_sql: str, target: str) -> str:
 
 @functools.cache
 def _claim_statement(start_sql: str) -> Prepared:
-    sql = f"{_claiming(start_sql, '%(ticket_id)s')} SELECT {_CLAIMED_COLUMNS} FROM {CLAIMED}"
+    sql = f"{_claim_ctes(start_sql, '%(ticket_id)s')} SELECT {_CLAIMED_COLUMNS} FROM {CLAIMED}"
     return Prepared("agentos_claim_started", sql, _CLAIM_TYPES)
 
 
@@ -109,16 +109,16 @@ def ticket_owned(claim: Claim, *, unless_cancel_asked: bool = False):
     return Ticket.objects.filter(_while(condition, [claim.worker_id, claim.attempt]), pk=claim.ticket_id)
 
 
-def ticket_heartbeat(*, worker_id: str, claims: Iterable[tuple[str, int]]) -> int:
+def ticket_heartbeat(*, worker_id: str, attempts: Iterable[tuple[str, int]]) -> int:
     """Refresh the leases of the attempts `worker_id` is executing now (locked_at = now()); returns how many.
 
     Only the (ticket id, attempt) pairs named are touched, so a lease whose attempt this process abandoned
     goes stale as it should. Idempotent.
     """
-    claims = [(uuid.UUID(str(ticket_id)), attempt) for ticket_id, attempt in claims]
-    named = [f"{ticket_id}:{attempt}" for ticket_id, attempt in claims]  # as PostgreSQL writes a uuid: lowercase
+    attempts = [(uuid.UUID(str(ticket_id)), attempt) for ticket_id, attempt in attempts]
+    named = [f"{ticket_id}:{attempt}" for ticket_id, attempt in attempts]  # as PostgreSQL writes a uuid: lowercase
     owned = _while("status = 'running' AND locked_by = %s AND id::text || ':' || attempt = ANY(%s)", [worker_id, named])
-    return Ticket.objects.filter(owned, pk__in=[ticket_id for ticket_id, _ in claims]).update(locked_at=Now())
+    return Ticket.objects.filter(owned, pk__in=[ticket_id for ticket_id, _ in attempts]).update(locked_at=Now())
 
 
 def ticket_note_dispatch(*, ticket_id: str) -> bool:

@@ -16,7 +16,7 @@ from ..models import TERMINAL, TicketStatus
 from ..seam import CLAIMED, FENCE, SETTLING, Claim, Outcome, Settlement, SettleStatements, get_executor
 from ..transition_log import changed
 from ._sql import _PROMOTE, _SESSION_LOCK, TABLE, _seconds, _update_returning, promote_next_head
-from .claim import _CLAIM_TYPES, _CLAIMED_COLUMNS, _claimed, _claiming, ticket_claim, ticket_owned
+from .claim import _CLAIM_TYPES, _CLAIMED_COLUMNS, _claim_ctes, _claim_from_row, ticket_claim, ticket_owned
 
 
 def ticket_cancel_asked(*, claim: Claim) -> bool:
@@ -38,7 +38,7 @@ _FINISH = Prepared(
     UPDATE {TABLE} SET status = %(status)s, error = %(error)s, locked_by = NULL, locked_at = NULL,
            is_head = is_head AND NOT %(terminal)s,
            completed_at = CASE WHEN %(terminal)s THEN statement_timestamp() END, updated_at = statement_timestamp()
-    WHERE id = %(ticket_id)s  -- by its key, whatever the statistics say (see _claiming): its state is tested apart
+    WHERE id = %(ticket_id)s  -- by its key, whatever the statistics say (see _claim_ctes): its state is tested apart
       AND (SELECT status = 'running' AND locked_by = %(worker_id)s AND attempt = %(attempt)s
                   AND (NOT %(yields)s OR cancel_requested_at IS NULL))  -- a pause gives way to a cancel asked
     RETURNING set_config('{SETTLING}', %(fence)s, true)  -- FENCE, for the rest of the transaction
@@ -109,7 +109,7 @@ def _settled_statement(start_sql: str, hand_off: bool) -> Prepared:
     outcome = f"SELECT {FENCE} AS settled, {_PROMOTED} AS promoted"
     if not hand_off:
         return Prepared("agentos_settled_started", outcome, {"fence": "text"})
-    sql = f"""{_claiming(start_sql, _PROMOTED)}
+    sql = f"""{_claim_ctes(start_sql, _PROMOTED)}
                 SELECT settled, promoted, {_CLAIMED_COLUMNS} FROM ({outcome}) AS outcome LEFT JOIN {CLAIMED} ON true"""
     return Prepared("agentos_settled_handing_off_started", sql, {**_CLAIM_TYPES, "fence": "text"})
 
@@ -134,7 +134,7 @@ def _finish_in_one_message(
         transaction.on_commit(statements.after)
     next_claim = None
     if claimed and claimed[0] is not None:
-        next_claim = _claimed(promoted, claim.worker_id, tuple(claimed))
+        next_claim = _claim_from_row(promoted, claim.worker_id, tuple(claimed))
     elif promoted is not None:  # not handed off, or not available yet: the broker takes it
         router.on_commit(promoted)
     return Finished(next_claim)

@@ -30,7 +30,7 @@ def ticket_cancel(*, ticket_id: str, error: str, paused_error: str | None = None
         session_lock(session_id)
         row = _update_returning(
             f"""
-            WITH old AS (SELECT id, status, attempt FROM {TABLE}  -- by its key (see _claiming)
+            WITH old AS (SELECT id, status, attempt FROM {TABLE}  -- by its key (see _claim_ctes)
                          WHERE id = %s AND (SELECT status IN {_LIVE_SQL}) FOR UPDATE)
             UPDATE {TABLE} AS t SET
                    status = CASE old.status WHEN 'running' THEN 'running' ELSE 'cancelled' END,
@@ -68,7 +68,7 @@ def ticket_continue(*, ticket_id: str) -> bool:
             f"""
             UPDATE {TABLE} SET status = 'queued', max_attempts = max_attempts + 1,
                    available_at = statement_timestamp(), updated_at = statement_timestamp()
-            WHERE id = %s AND (SELECT status = 'paused')  -- by its key (see _claiming)
+            WHERE id = %s AND (SELECT status = 'paused')  -- by its key (see _claim_ctes)
             RETURNING session_id, attempt
             """,
             [ticket_id],
@@ -111,7 +111,7 @@ def ticket_requeue(*, ticket_id: str, grace_seconds: float, force: bool = False)
                    available_at = statement_timestamp(), locked_by = NULL, locked_at = NULL, completed_at = NULL,
                    cancel_requested_at = NULL, updated_at = statement_timestamp()
             FROM line, old
-            WHERE t.id = %s AND t.id = old.id  -- by its key (see _claiming): its state is tested apart
+            WHERE t.id = %s AND t.id = old.id  -- by its key (see _claim_ctes): its state is tested apart
               AND (SELECT t.status IN ('failed', 'cancelled') AND (%s OR NOT ({recent})))
             RETURNING t.is_head OR NOT t.serialized, old.status, t.attempt
             """,

@@ -11,8 +11,8 @@ from .conftest import accept, backdate, claim, snapshot
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def beat_for(worker_id: str, claims: list[tuple[str, int]], seconds: float = 0.6) -> None:
-    heartbeat = Heartbeat(worker_id=worker_id, interval=0.05, claims=lambda: claims)
+def beat_for(worker_id: str, attempts: list[tuple[str, int]], seconds: float = 0.6) -> None:
+    heartbeat = Heartbeat(worker_id=worker_id, interval=0.05, attempts=lambda: attempts)
     heartbeat.start()
     time.sleep(seconds)
     heartbeat.stop()

@@ -235,7 +235,7 @@ def test_a_heartbeat_and_a_retry_read_a_few_pages_however_many_tickets_are_runni
     failed = Outcome(TicketStatus.FAILED, error="boom", retryable=True)
 
     refreshed, beat = _statements_measured(
-        lambda: tickets.ticket_heartbeat(worker_id="w1", claims=[(ids[-1], 1), (ids[0].upper(), 1), (ids[1], 2)])
+        lambda: tickets.ticket_heartbeat(worker_id="w1", attempts=[(ids[-1], 1), (ids[0].upper(), 1), (ids[1], 2)])
     )
     retried, retry = _statements_measured(lambda: tickets.ticket_retry(claim=claim, outcome=failed, delay_seconds=1))
 

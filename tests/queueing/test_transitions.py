@@ -92,10 +92,10 @@ def test_heartbeat_refreshes_only_the_owners_leases(db):
     backdate(ticket_id, seconds=30)
     stale = snapshot(ticket_id)
 
-    assert ticket_heartbeat(worker_id="someone-else", claims=[(ticket_id, owner.attempt)]) == 0
-    assert ticket_heartbeat(worker_id=owner.worker_id, claims=[(ticket_id, owner.attempt + 1)]) == 0
+    assert ticket_heartbeat(worker_id="someone-else", attempts=[(ticket_id, owner.attempt)]) == 0
+    assert ticket_heartbeat(worker_id=owner.worker_id, attempts=[(ticket_id, owner.attempt + 1)]) == 0
     assert snapshot(ticket_id) == stale
-    assert ticket_heartbeat(worker_id=owner.worker_id, claims=[(ticket_id, owner.attempt)]) == 1
+    assert ticket_heartbeat(worker_id=owner.worker_id, attempts=[(ticket_id, owner.attempt)]) == 1
     assert snapshot(ticket_id)["locked_at"] > stale["locked_at"]
 
 
@@ -269,7 +269,7 @@ def make_old(ticket_id: str) -> None:
 # conditions in which only the status decides: the real owner, an expired lease, an old completion.
 EVENTS = {
     "claim": lambda t, owner: claim(t, "another-worker"),
-    "heartbeat": lambda t, owner: ticket_heartbeat(worker_id=HEARTBEAT_WORKER, claims=[(t, snapshot(t)["attempt"])]),
+    "heartbeat": lambda t, owner: ticket_heartbeat(worker_id=HEARTBEAT_WORKER, attempts=[(t, snapshot(t)["attempt"])]),
     "finish": lambda t, owner: finish(owner or intruder(t), "completed"),
     "retry": lambda t, owner: ticket_retry(
         claim=owner or intruder(t), outcome=Outcome("failed", retryable=True), delay_seconds=0
