@@ -38,7 +38,7 @@ def job_requeue(*, job_id: str, force: bool = False) -> Ticket:
 
 
 def job_cancel(*, job_id: str) -> str:
-    """Cancel the ticket's job wherever it is (CONTRACT 9); what happened, as the executor says it: `cancelled`
+    """Cancel the ticket's work wherever it is (CONTRACT 9); what happened, as the executor says it: `cancelled`
     (it was queued or paused), `requested` (it is running; its worker stops it at the next checkpoint),
     `finished` (nothing to cancel) or `unknown`."""
     if ticket_get(ticket_id=job_id) is None:

@@ -105,7 +105,7 @@ class Outcome:
     @property
     def yields_to_cancel(self) -> bool:
         """Whether a cancel asked while the attempt ran wins over this outcome (CONTRACT 9): a pause, or a failure
-        that was not the job's input's fault. The attempt then ends cancelled (`Executor.cancelled`)."""
+        that was not the fault of the work's input. The attempt then ends cancelled (`Executor.cancelled`)."""
         return self.status == "paused" or (self.status == "failed" and self.retryable)
 
 
@@ -132,16 +132,16 @@ class SettleStatements:
 
 
 class Executor(Protocol):
-    # The job's start for the attempt just claimed, as SQL: the body of a data-modifying CTE that reads the CTE
+    # The work's start for the attempt just claimed, as SQL: the body of a data-modifying CTE that reads the CTE
     # `CLAIMED` (`(id, attempt)` of the ticket, no row when none was claimed). The claiming statement runs it, so
-    # the job starts with its claim, in one round trip with no transaction around it.
+    # the work starts with its claim, in one round trip with no transaction around it.
     start_sql: str
 
     def execute(self, claim: Claim) -> Outcome:
         """Run the attempt, outside any transaction."""
 
     def settle(self, settlement: Settlement) -> None:
-        """Mirror the ticket change `settlement` on the job, inside that change's transaction."""
+        """Mirror the ticket change `settlement` on the work, inside that change's transaction."""
 
     def settle_statements(self, settlement: Settlement, fence: str) -> SettleStatements | None:
         """How a finish is settled: the same as `settle`, as statements the queue sends with the ticket's change,
@@ -149,16 +149,16 @@ class Executor(Protocol):
         None when this settlement has none: the queue then opens a transaction and calls `settle`."""
 
     def cancel(self, ticket_id: str) -> str:
-        """Cancel the job wherever it is: `cancelled` (done at once), `requested` (its running attempt stops at its
+        """Cancel the work wherever it is: `cancelled` (done at once), `requested` (its running attempt stops at its
         next checkpoint) or `finished` (it had ended)."""
 
     def cancelled(self, outcome: Outcome) -> Outcome:
         """The outcome of an attempt whose `outcome` yields to a cancel asked while it ran (`Outcome.yields_to_cancel`):
-        status `cancelled`, with whatever of the attempt's work the job keeps."""
+        status `cancelled`, with whatever of the attempt's work the work keeps."""
 
     def parks_lost_attempt(self, ticket_id: str) -> bool:
         """Whether a lost attempt without budget left should park the ticket back to paused rather than fail it:
-        the attempt continued a paused job and died before recording anything, so the job can be continued
+        the attempt continued paused work and died before recording anything, so the work can be continued
         again."""
 
 

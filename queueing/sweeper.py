@@ -62,7 +62,7 @@ def lost_messages(conf: QueueSettings) -> list:
 
 def sweep_once(conf: QueueSettings) -> SweepReport:
     """One pass: cancel stale leases whose cancel was asked, fail stale leases without budget (or park them back to
-    paused, when the executor says the job is still paused at heart), dispatch stale ones with budget (a worker
+    paused, when the executor says the work is still paused at heart), dispatch stale ones with budget (a worker
     reclaims them), publish again claimable tickets whose message was lost, and prune terminal tickets past
     retention.
 

@@ -64,7 +64,7 @@ class ActiveClaims:
             return {ticket_id for ticket_id, _ in self._claims}
 
     def executing(self) -> list[Claim]:
-        """The attempts still running their job (not yet settling)."""
+        """The attempts still running their work (not yet settling)."""
         with self._lock:
             return [claim for key, claim in self._claims.items() if key not in self._settling]
 

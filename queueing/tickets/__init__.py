@@ -17,7 +17,7 @@ The transition table, which `tests/queueing/test_transitions.py` walks:
     running   finish by owner                        completed | failed | cancelled | paused
     running   error by owner, budget left            queued, available_at = now + backoff  (retry)
     running   stale, budget spent                    failed                                (sweep)
-    running   stale, budget spent, job still paused  paused                                (park)
+    running   stale, budget spent, work still paused paused                                (park)
     running   stale, cancel asked                    cancelled                             (sweep)
     queued    cancel                                 cancelled
     paused    cancel                                 cancelled

@@ -25,7 +25,7 @@ def ticket_claim(*, ticket_id: str, worker_id: str, grace_seconds: float | None)
     A queued ticket is claimable when available and its session's head (or unordered); a running one when its
     lease is older than the grace. Either way budget must be left. The same statement re-checks that no live
     ticket of a serialized session precedes it, so even a head flag gone wrong could not break the order.
-    Sets attempt+1, locked_by, locked_at = now() (database clock), and starts the executor's job in the same
+    Sets attempt+1, locked_by, locked_at = now() (database clock), and starts the executor's work in the same
     statement (its `start_sql`): one round trip, no transaction around it. `grace_seconds=None` takes only a
     queued ticket (no reclaim). Idempotent for redelivered messages: the second claim matches nothing and
     returns None.

@@ -65,7 +65,7 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
     The executor's writes (`settle_statements`) go with the ticket's change, in one message that PostgreSQL runs
     as one transaction, committed when this returns: the session lock is held for no round trip. A terminal head
     hands its session to the next ticket: published after commit, or, with `hand_off`, claimed for the same worker
-    in the same transaction (its job started there too) and returned, so the caller runs it at once on the same
+    in the same transaction (its work started there too) and returned, so the caller runs it at once on the same
     thread: no broker round trip, no extra commit.
 
     A settlement the executor gives no statements for goes through its `settle` instead, in a transaction
@@ -105,7 +105,7 @@ _SETTLE_BEGIN = Prepared(
 @functools.cache
 def _settled_statement(start_sql: str, hand_off: bool) -> Prepared:
     """The last statement of a one-message finish: whether the ticket's change matched, the session's new head
-    if it is queued, and (with `hand_off`) that head claimed for this worker, its job started (`start_sql`)."""
+    if it is queued, and (with `hand_off`) that head claimed for this worker, its work started (`start_sql`)."""
     outcome = f"SELECT {FENCE} AS settled, {_PROMOTED} AS promoted"
     if not hand_off:
         return Prepared("agentos_settled_started", outcome, {"fence": "text"})

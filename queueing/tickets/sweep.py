@@ -21,7 +21,7 @@ def ticket_fail_stale(*, ticket_id: str, grace_seconds: float) -> bool:
     """Sweep: a running ticket whose lease is stale and whose budget is spent → failed with `SWEEP_ERROR`.
 
     Guarded on the stale lease, so a live owner's heartbeat or a concurrent sweeper makes it a no-op.
-    The executor marks the job failed in the same transaction; the session's next ticket is released.
+    The executor marks the work failed in the same transaction; the session's next ticket is released.
     """
     with transaction.atomic():
         ticket = _change_stale_spent(
@@ -65,7 +65,7 @@ def _change_stale(ticket_id: str, grace_seconds: float, condition: str, changes:
 
 
 def ticket_park_stale(*, ticket_id: str, grace_seconds: float) -> bool:
-    """Sweep: a running ticket whose lease is stale, whose budget is spent, and whose executor says its job is
+    """Sweep: a running ticket whose lease is stale, whose budget is spent, and whose executor says its work is
     still paused at heart (a continuation leg that died before recording anything) → paused, so it can be
     continued again. Guarded like `ticket_fail_stale`; it stays its session's head, so the session stays held.
     """
