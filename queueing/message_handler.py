@@ -1,19 +1,11 @@
 """How Celery's consumer takes an execute message in: a lean Celery strategy (`Task.Strategy`) for `execute_ticket`.
 
-Where a worker's own reader (`queueing.reader`) runs (a Redis broker, the threads pool, task events off at the
-consumer's start) this strategy sees only what the reader passes on; elsewhere it sees every message.
-
-Celery's default strategy builds a `Request` for every message (headers parsed, worker state kept, a logging
-context made) and runs the task inside its tracer (signals, a request stack, a result path), which here cost
-about as much CPU as claiming and settling the run. The message carries a ticket id and nothing else, the claim
-is the only gate, and the run's truth is in PostgreSQL, so none of that is needed: a plain message's ticket id
-goes straight to the pool's threads, and the message is acknowledged once `worker_execute` returns (acks late,
-as before), whatever it returned or raised.
-
-Anything else keeps Celery's way: a message with an ETA (a ticket published for the end of its backoff) or an
-expiry, one revoked by id, callbacks registered on the consumer, a pool other than threads, and every message
-while the worker sends task events (`AGENTOS_TASK_EVENTS`, or Flower's `enable_events` while it watches). The
-fast path keeps no Celery worker state, so `celery inspect active` does not list its tasks; `/queue` does.
+A plain message's ticket id goes straight to the pool's threads, without Celery's `Request` and tracer: the message
+carries the ticket id only, the claim is the only gate and the run's truth is in PostgreSQL. The message is
+acknowledged once `worker_execute` returns (acks late), whatever it returned or raised. Anything else keeps
+Celery's way: an ETA or an expiry, a revoked id, callbacks, a pool other than threads, and every message while the
+worker sends task events. Where the worker's reader runs (`queueing.reader`) this sees only what it passes on.
+The fast path keeps no Celery worker state: `celery inspect active` does not list its tasks; `/queue` does.
 """
 
 from __future__ import annotations

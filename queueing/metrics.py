@@ -1,16 +1,11 @@
 """Prometheus metrics of the queue (CONTRACT 12): counters and histograms summed over every process, and gauges
 read from PostgreSQL at scrape time.
 
-Counters and histograms are kept in one Redis hash per deployment (`coordination.scoped("metrics")`): each
-process adds its increments there from a thread of its own (`Recorder`), so a request or a run never waits on
-Redis, and one `/metrics` answer covers every web, worker and sweeper process on every machine. Increments that
-Redis refuses stay in the process, summed, and go with the next batch. A Redis flush resets the counters, which
-Prometheus' `rate()` reads as a counter reset. Gauges (tickets by status, oldest queued age, sessions held,
-runs in flight per worker) come from the tickets themselves, so they are exact whoever wrote them.
-
-The restarts of `serve`'s children are counted by the child restarted: its supervisor, which holds no Django,
-says so in the child's environment, and the child adds one as soon as Django has loaded (`record_serve_restart`).
-A child that dies before that goes uncounted here; the supervisor's log line of the restart is still written.
+Each process adds its increments to one Redis hash per deployment (`coordination.scoped("metrics")`) from a thread
+of its own (`Recorder`), so a request or a run never waits on Redis and one `/metrics` answer covers every process;
+increments Redis refuses stay, summed, for the next batch. A Redis flush reads as a counter reset. Gauges (tickets
+by status, oldest queued age, sessions held, runs in flight per worker) come from the tickets themselves. A `serve`
+child counts its own restart once Django has loaded (`record_serve_restart`), as its supervisor tells it.
 """
 
 from __future__ import annotations

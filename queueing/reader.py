@@ -1,26 +1,12 @@
 """How a worker takes execute messages from a Redis broker: a reader thread of its own, many at a time.
 
-Celery's consumer takes one message per turn of its event loop (a `BRPOP`, its reply parsed and decoded, the
-next `BRPOP` sent), on the worker's main thread, which shares the GIL with the pool's threads and the CPU with
-the web process. Under load it fell behind: in a streamed drain 5 messages waited in the list at the median and a
-message waited 24 ms from its publish to its claim. The reader takes what waits in one round trip, as many
-messages as the pool has free threads (the rest stay for other workers), and hands their ticket ids to the pool.
-Free threads are counted per process (`slots`: every submit to the pool's executor, the reader's and Celery's,
-until its work is done), so a consumer restart, which starts a new reader, does not forget the runs in progress.
-
-Nothing changes for what a message promises. The broker has no acknowledgement here either (kombu's Redis
-transport runs without `ack_emulation`): a message is gone once popped, and one popped by a worker that then
-died is found by its marker's expiry and sent again by the sweeper (`queueing.router`). The claim stays the only
-gate. What the reader does not take on itself goes to Celery's consumer, behind what waits in the queue it reads
-(`router.celery_queue`): a message with an ETA or an expiry, one revoked by id, one that is not a plain execute
-message, and every message while the worker sends task events (a monitor then sees Celery's requests; the
-reader then moves only as many as there are free threads, and only once Celery has taken the ones before).
-
-`ExecuteReader`, a step of Celery's consumer, starts the reader on a Redis broker with the threads pool when
-task events are off as the consumer starts, and takes the execute queue away from Celery's consumer meanwhile.
-Otherwise (another broker or pool, or task events on at the consumer's start: a worker started with them stays
-on Celery's way until its consumer restarts) Celery's consumer reads both queues, through the lean strategy
-(`queueing.message_handler`).
+The reader takes what waits in one round trip, as many messages as the pool has free threads (counted per process
+over consumer restarts: `slots`), and hands their ticket ids to the pool. A popped message is gone (this broker
+has no acknowledgement); one lost with its worker is sent again by the sweeper (`queueing.router`), and the claim
+stays the only gate. What the reader does not take on itself it passes to Celery's consumer (`router.celery_queue`):
+an ETA or an expiry, a revoked id, a message that is not plain, and every message while the worker sends task
+events. `ExecuteReader`, a consumer step, starts it on a Redis broker with the threads pool and task events off;
+elsewhere Celery's consumer reads both queues through `queueing.message_handler`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """The session router's publishing half: a ticket gets a broker message only when it may run.
 
-`tickets` decides *whether* a ticket may run (it is its session's head, or unordered); this module sends the message,
-after the deciding transaction commits, carrying the ticket id and nothing else.
-
-Each published message leaves a marker in Redis (next to the broker's queue when the broker is Redis) that the worker
-removes when the message arrives, once it has tried the claim. A claimable ticket without a marker has no live
-message: its publish failed (broker down), the broker lost it (Redis flushed or restarted), or its worker died
-between handing the session on and claiming it. The sweeper finds those with `without_message` and publishes them
-again. A marker expires after twice the lease grace (at least 10 s): a message lost in a way its marker cannot see
-(prefetched by a worker that then died) costs that delay, not the run; a message that merely waits longer in a busy
-broker gets a harmless duplicate.
+`tickets` decides *whether* a ticket may run (its session's head, or unordered); this module sends the message,
+after the deciding transaction commits, carrying the ticket id and nothing else. Each message leaves a marker in
+Redis that the worker removes once it has tried the claim: a claimable ticket without one has no live message (a
+failed publish, a lost message, a worker that died mid hand-off), and the sweeper publishes it again
+(`without_message`). A marker expires after twice the lease grace (at least 10 s): a message lost unseen costs
+that delay, not the run; one that merely waits longer gets a harmless duplicate.
 """
 
 from __future__ import annotations
@@ -120,8 +116,8 @@ _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
 def task_message(ticket_id) -> str:
     """The execute message for `ticket_id` exactly as Celery (task protocol 2) and kombu's Redis transport put it in
-    the queue's list, made without their per-message machinery (a third of a web process's CPU per accept here).
-    `tests/queueing/test_router.py` holds it against the message Celery makes."""
+    the queue's list, made without their per-message machinery. `tests/queueing/test_router.py` holds it against
+    the message Celery makes."""
     task_id, tag = str(uuid.uuid4()), str(uuid.uuid4())
     args = [str(ticket_id)]
     body = base64.b64encode(json.dumps([args, {}, _EMBED]).encode()).decode()

@@ -49,9 +49,8 @@ def start_sweeper(**_kwargs) -> None:
 
 def freeze_loaded_objects(**_kwargs) -> None:
     """Everything loaded by start-up is kept for the process's life: `gc.freeze` takes it out of the collector's
-    reach, so a full collection walks only what was made since (here a web process's full collections went from
-    40-70 ms, stopping every request, to 11-27 ms). What is garbage already is collected first, not kept. Called
-    in a worker at `worker_ready`, and by a web process once `agentos_project.asgi` has loaded."""
+    reach, so a full collection walks only what was made since. What is garbage already is collected first, not
+    kept. Called in a worker at `worker_ready`, and by a web process once `agentos_project.asgi` has loaded."""
     gc.collect()
     gc.freeze()
 

@@ -26,10 +26,8 @@ The transition table, which `tests/queueing/test_transitions.py` walks:
     cancelled requeue                                queued, one more attempt, new session_seq
     terminal  prune (older than retention)           deleted
 
-Once a cancel was asked of a running ticket, its attempt can no longer pause it, send it back to the queue for a
-retry, or be parked: each of those guards wants no cancel asked, and the attempt ends it cancelled instead
-(`ticket_cancel_asked`, `queueing.settle`). So a cancel asked while an attempt runs ends the ticket cancelled,
-whatever that attempt was about to do, and leaves nothing behind for a later one.
+Once a cancel was asked of a running ticket, its attempt can no longer pause it, retry it or have it parked: those
+guards want no cancel asked, and the attempt ends it cancelled instead (`ticket_cancel_asked`, `queueing.settle`).
 
 Inside: `accept` (with `depth`, its depth gate), `claim` (claim, lease, heartbeat), `finish` (finish, retry, cancel
 asked), `sweep` (stale tickets, prune), `operator` (cancel, continue, requeue), and `_sql`, the SQL they share.
