@@ -1,6 +1,6 @@
 """The Celery app: `celery -A agentos_project worker` runs agentos workers (threads pool, acks late, prefetch 1).
 
-What a worker does at start-up and shutdown (heartbeat, warm drain) is wired by `queueing.lifecycle`.
+What a worker does at start-up and shutdown (heartbeat, warm drain) is wired by `queueing.worker_signals`.
 """
 
 import os

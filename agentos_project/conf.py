@@ -281,7 +281,7 @@ def database_settings(url: str, *, pool_size: int | None = None, prepare: bool =
         "PORT": str(parts.port or ""),
         "OPTIONS": query,
         # ASGI serves each request on a thread of its own: persistent connections would leak there.
-        # Celery workers raise this at start-up (queueing.lifecycle), where threads are reused.
+        # Celery workers raise this at start-up (queueing.worker_signals), where threads are reused.
         "CONN_MAX_AGE": 0,
         "CONN_HEALTH_CHECKS": True,
         "POOL_SIZE": pool_size,

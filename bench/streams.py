@@ -1,7 +1,7 @@
 """The stream scenario: how long an event takes from its publish to an SSE client on another web replica, and
 how long a cancel takes to end a running run.
 
-The publisher is this process, using the module a worker publishes with (`runs.eventbus`), so the timestamp in
+The publisher is this process, using the module a worker publishes with (`runs.events.eventbus`), so the timestamp in
 each event is taken right where a worker would hand it over; the events go to a real run that executes on the
 server's worker (a long stub run, cancelled at the end). Run it with the server's DATABASE_URL and REDIS_URL:
 the channel names derive from them.
