@@ -143,10 +143,10 @@ class Executor(Protocol):
     def settle(self, settlement: Settlement) -> None:
         """Mirror the ticket change `settlement` on the work, inside that change's transaction."""
 
-    def settle_statements(self, settlement: Settlement, fence: str) -> SettleStatements | None:
-        """How a finish is settled: the same as `settle`, as statements the queue sends with the ticket's change,
-        all in one message and one transaction (no round trip between them), each guarded by `FENCE` with `fence`.
-        None when this settlement has none: the queue then opens a transaction and calls `settle`."""
+    def settle_statements(self, settlement: Settlement, fence: str) -> SettleStatements:
+        """How a finish by the attempt's owner is settled: the same as `settle`, as statements the queue sends with
+        the ticket's change, all in one message and one transaction (no round trip between them), each guarded by
+        `FENCE` with `fence`. Called before that message, outside any transaction, for every finish."""
 
     def cancel(self, ticket_id: str) -> str:
         """Cancel the work wherever it is: `cancelled` (done at once), `requested` (its running attempt stops at its

@@ -15,8 +15,8 @@ from .. import router
 from ..models import TERMINAL, TicketStatus
 from ..seam import CLAIMED, FENCE, SETTLING, Claim, Outcome, Settlement, SettleStatements, get_executor
 from ..transition_log import changed
-from ._sql import _PROMOTE, _SESSION_LOCK, TABLE, _seconds, _update_returning, promote_next_head
-from .claim import _CLAIM_TYPES, _CLAIMED_COLUMNS, _claim_ctes, _claim_from_row, ticket_claim, ticket_owned
+from ._sql import _PROMOTE, TABLE, _seconds, _update_returning
+from .claim import _CLAIM_TYPES, _CLAIMED_COLUMNS, _claim_ctes, _claim_from_row, ticket_owned
 
 
 def ticket_cancel_asked(*, claim: Claim) -> bool:
@@ -67,9 +67,6 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
     hands its session to the next ticket: published after commit, or, with `hand_off`, claimed for the same worker
     in the same transaction (its work started there too) and returned, so the caller runs it at once on the same
     thread: no broker round trip, no extra commit.
-
-    A settlement the executor gives no statements for goes through its `settle` instead, in a transaction
-    (`_finish_through_settle`); the outcome is the same.
     """
     assert outcome.status in (*TERMINAL, TicketStatus.PAUSED)
     terminal = outcome.status != TicketStatus.PAUSED
@@ -86,8 +83,6 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
     }
     settlement = Settlement(claim.ticket_id, outcome.status, claim.attempt, outcome.error, outcome)
     statements = get_executor().settle_statements(settlement, params["fence"])
-    if statements is None:
-        return _finish_through_settle(claim, params, settlement, terminal=terminal, hand_off=hand_off)
     return _finish_in_one_message(claim, params, statements, terminal=terminal, hand_off=hand_off)
 
 
@@ -137,27 +132,6 @@ def _finish_in_one_message(
         next_claim = _claim_from_row(promoted, claim.worker_id, tuple(claimed))
     elif promoted is not None:  # not handed off, or not available yet: the broker takes it
         router.on_commit(promoted)
-    return Finished(next_claim)
-
-
-def _finish_through_settle(
-    claim: Claim, params: dict, settlement: Settlement, *, terminal: bool, hand_off: bool
-) -> Finished | None:
-    """`ticket_finish` for a settlement the executor gives no statements for: the session lock and the guarded
-    change, then the executor's `settle`, the promotion of the next head and its hand-off claim, in a transaction.
-    """
-    with transaction.atomic():
-        updated = _update_returning(*together(_SESSION_LOCK.call(params), _FINISH.call(params)))  # one round trip
-        if not updated:
-            return None
-        _changed_by(claim, "finish", settlement.status)
-        get_executor().settle(settlement)
-        next_ticket_id = promote_next_head(claim.session_id, publish=not hand_off) if terminal else None
-        next_claim = None
-        if hand_off and next_ticket_id is not None:
-            next_claim = ticket_claim(ticket_id=next_ticket_id, worker_id=claim.worker_id, grace_seconds=None)
-            if next_claim is None:  # not available yet: leave it to the broker
-                router.on_commit(next_ticket_id)
     return Finished(next_claim)
 
 

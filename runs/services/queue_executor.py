@@ -20,7 +20,9 @@ from .states import (
     START_SQL,
     cancelled_content,
     run_end_unexecuted,
+    run_end_unexecuted_calls,
     run_park,
+    run_park_calls,
     run_record_leg,
     run_record_leg_calls,
     run_reset_pending,
@@ -87,17 +89,22 @@ class RunExecutor:
         continuing = Run.objects.filter(pk=ticket_id, continued_tools__isnull=False)
         return continuing.exclude(tools_applied_attempt=F("attempt")).exists()
 
-    def settle_statements(self, settlement: Settlement, fence: str) -> SettleStatements | None:
-        """How a leg ended, as statements for the queue's one-message settle (`run_record_leg_calls`, guarded by
-        `fence`); its held events are published once they commit. None for a settlement without a leg."""
+    def settle_statements(self, settlement: Settlement, fence: str) -> SettleStatements:
+        """How an attempt ended, as statements for the queue's one-message finish, each guarded by `fence`: the
+        leg's record (`run_record_leg_calls`), or for an attempt that recorded no leg (interrupted, fenced, its
+        outcome refused) the run's end or park; its held events are published once they commit."""
         leg = settlement.outcome.result if settlement.outcome else None
-        if not isinstance(leg, LegResult):
-            return None
-        final = settlement.status != TicketStatus.QUEUED
-        calls = run_record_leg_calls(
-            run_id=settlement.ticket_id, attempt=settlement.attempt, leg=leg, final=final, fence=fence
-        )
-        return SettleStatements(calls, after=leg.sink.publish_held)
+        if isinstance(leg, LegResult):
+            final = settlement.status != TicketStatus.QUEUED
+            calls = run_record_leg_calls(
+                run_id=settlement.ticket_id, attempt=settlement.attempt, leg=leg, final=final, fence=fence
+            )
+            return SettleStatements(calls, after=leg.sink.publish_held)
+        if settlement.status == TicketStatus.PAUSED:
+            calls, sink = run_park_calls(run_id=settlement.ticket_id, fence=fence)
+        else:
+            calls, sink = run_end_unexecuted_calls(**_ending(settlement), fence=fence)
+        return SettleStatements(calls, after=sink.publish_held)
 
     def settle(self, settlement: Settlement) -> None:
         """Mirror a ticket change on its run, inside the ticket's transaction."""
@@ -105,25 +112,30 @@ class RunExecutor:
         if isinstance(leg, LegResult):
             final = settlement.status != TicketStatus.QUEUED
             run_record_leg(run_id=settlement.ticket_id, attempt=settlement.attempt, leg=leg, final=final)
-        elif settlement.status == TicketStatus.FAILED:
-            run_end_unexecuted(
-                run_id=settlement.ticket_id,
-                status=RunStatus.ERROR,
-                content=settlement.error,
-                stage=None,
-                event_role="error",
-            )
-        elif settlement.status == TicketStatus.CANCELLED:
-            stage = CancellationStage.of(RUN_STATUS_OF_TICKET.get(settlement.previous))  # as the run was
-            run_end_unexecuted(
-                run_id=settlement.ticket_id,
-                status=RunStatus.CANCELLED,
-                content=settlement.error or cancelled_content(settlement.ticket_id),
-                stage=stage,
-                event_role="cancelled",
-            )
-        elif settlement.status == TicketStatus.PAUSED:
-            run_park(run_id=settlement.ticket_id)
         elif settlement.status == TicketStatus.QUEUED:
             requeued = settlement.previous in (TicketStatus.FAILED, TicketStatus.CANCELLED)
             run_reset_pending(run_id=settlement.ticket_id, requeued=requeued)
+        elif settlement.status == TicketStatus.PAUSED:
+            run_park(run_id=settlement.ticket_id)
+        else:
+            run_end_unexecuted(**_ending(settlement))
+
+
+def _ending(settlement: Settlement) -> dict:
+    """`run_end_unexecuted`'s arguments for a run whose ticket failed or was cancelled with no leg to record."""
+    run_id = settlement.ticket_id
+    if settlement.status == TicketStatus.FAILED:
+        return {
+            "run_id": run_id,
+            "status": RunStatus.ERROR,
+            "content": settlement.error,
+            "stage": None,
+            "event_role": "error",
+        }
+    return {
+        "run_id": run_id,
+        "status": RunStatus.CANCELLED,
+        "content": settlement.error or cancelled_content(run_id),
+        "stage": CancellationStage.of(RUN_STATUS_OF_TICKET.get(settlement.previous)),  # as the run was
+        "event_role": "cancelled",
+    }

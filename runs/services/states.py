@@ -36,13 +36,14 @@ from agents_registry.events import event_name
 from queueing.models import TicketStatus
 from queueing.seam import ADMITTED, CLAIMED, GATE
 
+from ..events.sink import EventSink
 from ..jsonsafe import json_or_null, storable
 from ..models import RUN_STATUS_OF_TICKET, CancellationStage, Run, RunStatus
 from ..selectors import run_pause_asked
 from ..submission import Submission
 from . import cancel_signal
 from .leg import LegResult
-from .record import FENCE_MATCHED, run_record_end_event, save_state_call, store_events_call
+from .record import FENCE_MATCHED, end_event, run_record_end_event, save_state_call, store_events_call
 
 RUNS = Run._meta.db_table
 CANCELLED_QUEUED = "cancelled before execution"
@@ -195,22 +196,69 @@ _RECORD_ERROR = Prepared(  # final: the run ends ERROR; else it waits for its re
 
 
 def run_end_unexecuted(*, run_id, status: str, content: str, stage: str | None, event_role: str) -> None:
-    """Mirror a ticket that ended while no attempt was executing it (swept, cancelled while queued or paused).
+    """Mirror a ticket that ended while no attempt was executing it (swept, cancelled while queued or paused), in
+    the caller's transaction: see `run_end_unexecuted_calls`. Its terminal event is published once that commits."""
+    calls, sink = run_end_unexecuted_calls(
+        run_id=run_id, status=status, content=content, stage=stage, event_role=event_role
+    )
+    _execute(calls)
+    sink.publish_held_on_commit()
 
-    Stores the terminal event (`event_role`: "error" or "cancelled") after the run's last index, stored or
-    published, and publishes it once the caller's transaction commits.
-    """
-    Run.objects.filter(pk=run_id).update(status=status, content=content, cancellation_stage=stage, completed_at=Now())
-    run_record_end_event(run_id=run_id, event_role=event_role, content=content)
+
+def run_end_unexecuted_calls(
+    *, run_id, status: str, content: str, stage: str | None, event_role: str, fence: str | None = None
+) -> tuple[list, EventSink]:
+    """A run ended with no leg to record (ERROR or CANCELLED at `stage`): its row, and its terminal event
+    (`event_role`: "error" or "cancelled") after its last index, stored or published, as statements (with
+    `fence`, each writes only in the transaction the queue marked with it); and the sink holding that event, to
+    publish once they committed."""
+    sink = end_event(run_id=run_id, event_role=event_role, content=content)
+    row = {"run_id": run_id, "status": status, "content": content, "stage": stage}
+    row.update(next_event_index=sink.next_index, fence=fence)
+    return [_END_UNEXECUTED.call(row), store_events_call(sink, fence)], sink
 
 
 def run_park(*, run_id) -> None:
+    """Mirror a parked ticket in the caller's transaction: see `run_park_calls`."""
+    calls, sink = run_park_calls(run_id=run_id)
+    _execute(calls)
+    sink.publish_held_on_commit()
+
+
+def run_park_calls(*, run_id, fence: str | None = None) -> tuple[list, EventSink]:
     """A continuation leg was lost before it recorded anything: the run is paused again, on the same pending
-    calls, and may be continued again (a RunPaused ends any stream that watched the lost leg)."""
-    Run.objects.filter(pk=run_id).update(status=RunStatus.PAUSED, continued_tools=None)
+    calls, and may be continued again (a RunPaused ends any stream that watched the lost leg). As statements and
+    the sink holding that event, like `run_end_unexecuted_calls`."""
     tools, kind = Run.objects.values_list("tools", "component_type").get(pk=run_id)
     asked = run_pause_asked(run_id=run_id, kind=kind)  # the same requirements, so a client's answers still fit
-    run_record_end_event(run_id=run_id, event_role="paused", content=PARKED, fields={"tools": tools, **asked})
+    sink = end_event(run_id=run_id, event_role="paused", content=PARKED, fields={"tools": tools, **asked})
+    row = {"run_id": run_id, "next_event_index": sink.next_index, "fence": fence}
+    return [_PARK.call(row), store_events_call(sink, fence)], sink
+
+
+_ENDING_TYPES = {"run_id": "uuid", "next_event_index": "int", "fence": "text"}
+_END_UNEXECUTED = Prepared(
+    "agentos_end_unexecuted",
+    f"""
+    UPDATE {RUNS} SET status = %(status)s, content = %(content)s, cancellation_stage = %(stage)s,
+           completed_at = statement_timestamp(), next_event_index = %(next_event_index)s
+    WHERE run_id = %(run_id)s AND {FENCE_MATCHED}
+    """,
+    {**_ENDING_TYPES, "status": "text", "content": "text", "stage": "text"},
+)
+_PARK = Prepared(
+    "agentos_park",
+    f"""
+    UPDATE {RUNS} SET status = 'PAUSED', continued_tools = NULL, next_event_index = %(next_event_index)s
+    WHERE run_id = %(run_id)s AND {FENCE_MATCHED}
+    """,
+    _ENDING_TYPES,
+)
+
+
+def _execute(calls: list) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(*together(*calls))  # one round trip
 
 
 def run_reset_pending(*, run_id, requeued: bool = False) -> None:

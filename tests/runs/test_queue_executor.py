@@ -14,14 +14,24 @@ from agents_registry.components import Agent
 from agents_registry.registry import registry
 from agents_registry.tools import Tool
 from queueing.models import Ticket
-from queueing.seam import get_executor
+from queueing.seam import Outcome, get_executor
 from queueing.selectors import ticket_running_for
+from queueing.shutdown import INTERRUPTED
 from queueing.sweeper import sweep_once
-from queueing.tickets import SWEEP_ERROR, RequeueResult, ticket_cancel, ticket_claim, ticket_requeue
+from queueing.tickets import (
+    SWEEP_ERROR,
+    RequeueResult,
+    ticket_cancel,
+    ticket_claim,
+    ticket_continue,
+    ticket_finish,
+    ticket_requeue,
+)
 from queueing.worker import worker_execute
 from runs.models import AgentSession, Run, RunEvent
 from runs.selectors import session_history
 from runs.services import cancel_signal
+from runs.services.states import PARKED
 
 from .conftest import accept_run
 
@@ -265,3 +275,64 @@ def test_a_successor_found_after_a_lost_commit_answer_keeps_its_components_histo
 
     assert (found.ticket_id, outcome.status) == (successor, "completed")
     assert outcome.result.result.content == "echo: turn 3 sleep=0 (history: 4 messages)"
+
+
+@pytest.mark.parametrize(
+    ("outcome", "status", "stage", "content", "event"),
+    [
+        (Outcome("failed", error="lost its input"), "ERROR", None, "lost its input", "RunError"),
+        (Outcome("cancelled"), "CANCELLED", "EXECUTING", "Run {run_id} was cancelled", "RunCancelled"),
+    ],
+)
+def test_a_finish_with_no_leg_to_record_ends_the_run_in_the_same_message(
+    redis_db, outcome, status, stage, content, event
+):
+    """An attempt that recorded no leg (interrupted, fenced, its outcome refused) is settled like any other: the
+    run's end and its terminal event go with the ticket's change, after the events already stored."""
+    run_id = accept_run(session_id=f"no-leg-{status}")
+    owner = ticket_claim(ticket_id=run_id, worker_id="w-no-leg", grace_seconds=60)
+    Run.objects.filter(pk=run_id).update(next_event_index=3)
+
+    assert ticket_finish(claim=owner, outcome=outcome) is not None
+
+    run = Run.objects.get(pk=run_id)
+    expected = content.format(run_id=run_id)
+    assert (run.status, run.cancellation_stage, run.content, run.next_event_index) == (status, stage, expected, 4)
+    assert run.completed_at is not None
+    stored = list(
+        RunEvent.objects.filter(run_id=run_id).values_list("event_index", "attempt", "event", "data__content")
+    )
+    assert stored == [(3, 1, event, expected)]
+    assert Ticket.objects.get(pk=run_id).status == outcome.status
+
+
+def test_a_stale_attempt_with_no_leg_to_record_writes_nothing(redis_db):
+    run_id = accept_run(session_id="no-leg-stale", max_attempts=2)
+    stale = ticket_claim(ticket_id=run_id, worker_id="w-stale", grace_seconds=60)
+    Ticket.objects.filter(pk=run_id).update(locked_at=F("locked_at") - datetime.timedelta(hours=1))
+    ticket_claim(ticket_id=run_id, worker_id="w-new", grace_seconds=60)  # the lease is taken over (attempt 2)
+    before = Run.objects.filter(pk=run_id).values().get()
+
+    assert ticket_finish(claim=stale, outcome=Outcome("failed", error="late")) is None
+
+    assert Run.objects.filter(pk=run_id).values().get() == before
+    assert not RunEvent.objects.filter(run_id=run_id).exists()
+
+
+def test_a_continuation_interrupted_before_it_ran_a_tool_is_paused_again_in_the_finish(redis_db):
+    run_id = accept_run(session_id="no-leg-park", message="delete sleep=0", component="hitl-agent")
+    assert worker_execute(ticket_id=run_id) is True
+    paused = Run.objects.get(pk=run_id)
+    tools = paused.tools
+    Run.objects.filter(pk=run_id).update(continued_tools=[{**tools[0], "confirmed": True}])
+    ticket_continue(ticket_id=run_id)
+    owner = ticket_claim(ticket_id=run_id, worker_id="w-park", grace_seconds=60)
+
+    assert ticket_finish(claim=owner, outcome=Outcome("paused", error=INTERRUPTED)) is not None
+
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.continued_tools, run.tools, run.attempt) == ("PAUSED", None, tools, 2)
+    last = RunEvent.objects.filter(run_id=run_id).last()
+    assert (last.event, last.attempt, last.event_index) == ("RunPaused", 2, paused.next_event_index)
+    assert last.data["content"] == PARKED
+    assert (run.next_event_index, Ticket.objects.get(pk=run_id).status) == (paused.next_event_index + 1, "paused")
