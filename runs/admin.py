@@ -14,7 +14,7 @@ from django.http import HttpRequest
 from queueing.admin import OperatedReadOnlyAdmin, RunIdSearchMixin, report_cancel
 
 from .models import AgentSession, Run, RunEvent
-from .services.cancelling import run_cancel_by_id
+from .services.cancel import run_cancel_by_id
 
 
 @admin.register(AgentSession)

@@ -19,7 +19,7 @@ from django.http import StreamingHttpResponse
 from agentos_project.exceptions import first_line
 from agentos_project.streaming import Ending, PartsResponse
 
-from .services.cancelling import run_cancel_by_id
+from .services.cancel import run_cancel_by_id
 
 log = logging.getLogger("agentos.runs")
 

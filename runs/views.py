@@ -32,8 +32,8 @@ from .serializers import (
     SubmitSerializer,
     validated,
 )
-from .services.cancelling import run_cancel
-from .services.continuing import run_continue
+from .services.cancel import run_cancel
+from .services.continuation import run_continue
 from .services.idempotency import idempotency_key
 from .services.submit import run_submit
 from .services.unqueued import run_start_inline

@@ -13,8 +13,8 @@ from queueing.shutdown import INTERRUPTED, interrupted, interrupted_outcome
 from ..jsonsafe import storable_text
 from ..models import RUN_STATUS_OF_TICKET, CancellationStage, Run, RunStatus
 from ..selectors import run_for_leg
+from .cancel import run_cancel_by_id
 from .cancel_signal import watcher
-from .cancelling import run_cancel_by_id
 from .leg import LegResult, cancelled_leg, run_leg
 from .states import (
     START_SQL,
