@@ -23,7 +23,7 @@ def redis_client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2)
 
 
-def coordination() -> redis.Redis:
+def redis_connection() -> redis.Redis:
     """The client for REDIS_URL: live events and cancellation intents."""
     return redis_client(current().services.redis_url)
 

@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from agentos_project.batching import BatchingThread
 from agentos_project.conf import Server
-from agentos_project.coordination import coordination, scoped
+from agentos_project.coordination import redis_connection, scoped
 
 from . import selectors
 
@@ -142,7 +142,7 @@ class Recorder(BatchingThread):
             for field, amount in fields.items():
                 arguments += [field, repr(float(amount)) if field.endswith(":sum") else int(amount)]
             try:
-                coordination().eval(
+                redis_connection().eval(
                     APPLY_ONCE, 2, scoped("metrics"), scoped(f"metrics:applied:{self._process}"), *arguments
                 )
             except redis.RedisError as error:
@@ -172,7 +172,7 @@ def record_serve_restart(server: Server) -> None:
 def shared_values() -> dict[str, float] | None:
     """The summed counters and histogram buckets of every process; None when Redis does not answer."""
     try:
-        raw = coordination().hgetall(scoped("metrics"))
+        raw = redis_connection().hgetall(scoped("metrics"))
     except redis.RedisError:
         return None
     return {field.decode(): float(value) for field, value in raw.items()}

@@ -19,7 +19,7 @@ from django.db import transaction
 
 from agentos_project.batching import BatchingThread
 from agentos_project.conf import current
-from agentos_project.coordination import coordination, scoped
+from agentos_project.coordination import redis_connection, scoped
 
 log = logging.getLogger("agentos.streams")
 BATCH = 1000
@@ -79,7 +79,7 @@ class Sender(BatchingThread):
         for run_id, inbox, frames, keep in items:
             by_run.setdefault(run_id, (inbox, [], keep))[1].extend(frames)
         streamed = keep_seconds(stream=True)
-        pipeline = coordination().pipeline(transaction=False)
+        pipeline = redis_connection().pipeline(transaction=False)
         for run_id, (inbox, frames, keep) in by_run.items():
             key = buffer_key(run_id)
             joined = "\n".join(frame for _, frame in frames)
@@ -111,7 +111,7 @@ sender = Sender()
 def last_index(run_id) -> int:
     """The highest event_index Redis holds for `run_id`, -1 when none (or Redis cannot tell)."""
     try:
-        top = coordination().zrange(buffer_key(run_id), -1, -1, withscores=True)
+        top = redis_connection().zrange(buffer_key(run_id), -1, -1, withscores=True)
     except redis.RedisError as error:
         log.warning("run=%s last event index unknown: %s", run_id, error)
         return -1

@@ -20,7 +20,7 @@ import time
 import redis
 from django.db import connection
 
-from agentos_project.coordination import coordination, scoped
+from agentos_project.coordination import redis_connection, scoped
 
 from ..selectors import runs_cancel_requested
 
@@ -43,7 +43,7 @@ def cancel_request(run_id) -> None:
     """Record that `run_id` must stop, for whichever process executes it; best effort when Redis is down."""
     watcher.notify(str(run_id))
     try:
-        pipeline = coordination().pipeline(transaction=False)
+        pipeline = redis_connection().pipeline(transaction=False)
         pipeline.set(intent_key(run_id), 1, ex=INTENT_SECONDS)
         pipeline.publish(channel(), str(run_id))
         pipeline.execute()
@@ -53,7 +53,7 @@ def cancel_request(run_id) -> None:
 
 def cancel_requested(run_id) -> bool:
     try:
-        return bool(coordination().exists(intent_key(run_id)))
+        return bool(redis_connection().exists(intent_key(run_id)))
     except redis.RedisError:
         return False
 
@@ -61,7 +61,7 @@ def cancel_requested(run_id) -> bool:
 def cancel_clear(run_id) -> None:
     """Forget a cancellation intent (a requeue that asks for it)."""
     with contextlib.suppress(redis.RedisError):
-        coordination().delete(intent_key(run_id))
+        redis_connection().delete(intent_key(run_id))
 
 
 class Watcher:
@@ -123,7 +123,7 @@ class Watcher:
         while not self._stopping.is_set():
             try:
                 if pubsub is None:
-                    pubsub = coordination().pubsub(ignore_subscribe_messages=True)
+                    pubsub = redis_connection().pubsub(ignore_subscribe_messages=True)
                     pubsub.subscribe(channel())
                     self.listening.set()
                     if failing:
@@ -155,7 +155,7 @@ class Watcher:
             return
         requested: set[str] = set()
         try:
-            pipeline = coordination().pipeline(transaction=False)
+            pipeline = redis_connection().pipeline(transaction=False)
             for run_id in run_ids:
                 pipeline.exists(intent_key(run_id))
             requested.update(run_id for run_id, found in zip(run_ids, pipeline.execute(), strict=True) if found)

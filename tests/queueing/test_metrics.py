@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 
 from agentos_project.conf import current
-from agentos_project.coordination import coordination
+from agentos_project.coordination import redis_connection
 from queueing import metrics
 from queueing.models import Ticket
 from queueing.seam import NewTicket
@@ -250,15 +250,15 @@ def test_a_batch_sent_again_after_a_lost_reply_counts_once(api, monkeypatch):
 
         def eval(self, script, keys, *arguments):
             sent.append(arguments[keys:])
-            answer = coordination().eval(script, keys, *arguments)
+            answer = redis_connection().eval(script, keys, *arguments)
             if len(sent) == 1:
                 raise redis.ConnectionError("the reply was lost")
             return answer
 
         def __getattr__(self, name):  # anything else: as Redis answers
-            return getattr(coordination(), name)
+            return getattr(redis_connection(), name)
 
-    monkeypatch.setattr(metrics, "coordination", ReplyLostOnce)
+    monkeypatch.setattr(metrics, "redis_connection", ReplyLostOnce)
     recorder = metrics.Recorder()
     recorder.count("requeued", 2)
 
