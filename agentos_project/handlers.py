@@ -88,7 +88,7 @@ class SyncChainHandler(ASGIHandler):
         try:
             response = await sync_to_async(self._respond, thread_sensitive=True)(scope, body_file)
             if response.streaming:
-                await self._stream(response, receive, send)
+                await self.stream_response(response, receive, send)
             else:
                 await self.send_response(response, send)
         finally:
@@ -96,7 +96,7 @@ class SyncChainHandler(ASGIHandler):
 
     @classmethod
     def chunk_bytes(cls, data):
-        if isinstance(data, LastPart):  # whole, so that the `send` of `_stream` can tell it
+        if isinstance(data, LastPart):  # whole, so that the `send` of `stream_response` can tell it
             yield data, True
         else:
             yield from super().chunk_bytes(data)
@@ -111,7 +111,7 @@ class SyncChainHandler(ASGIHandler):
             response.close()
         return response
 
-    async def _stream(self, response, receive, send):
+    async def stream_response(self, response, receive, send):
         """Django's way: send the stream while listening for a disconnect, which cancels the sending, unless the body
         has ended (with a `LastPart`): then what the stream's iterator does after it (its clean-up) runs to its end."""
         ending = _EndingWithLastPart(send)

@@ -114,7 +114,7 @@ def test_a_streamed_response_is_closed_once_its_body_has_gone_out_without_a_thre
 
         signals.request_finished.connect(on_finished, weak=False)
         try:
-            await SyncChainHandler()._stream(StreamingHttpResponse(chunks()), receive, send)
+            await SyncChainHandler().stream_response(StreamingHttpResponse(chunks()), receive, send)
         finally:
             signals.request_finished.disconnect(on_finished)
 
@@ -136,7 +136,7 @@ def test_a_last_part_ends_the_body_and_what_the_stream_does_after_it_still_runs_
 
     async def call():
         server = AsgiServer()
-        await SyncChainHandler()._stream(PartsResponse(chunks()), server.receive, server.send)
+        await SyncChainHandler().stream_response(PartsResponse(chunks()), server.receive, server.send)
         return server.sent
 
     sent = asyncio.run(call())
@@ -157,7 +157,7 @@ def test_a_part_after_the_last_part_is_an_error_not_lost_in_silence():
 
     async def call():
         server = AsgiServer()
-        await SyncChainHandler()._stream(PartsResponse(chunks()), server.receive, server.send)
+        await SyncChainHandler().stream_response(PartsResponse(chunks()), server.receive, server.send)
 
     with pytest.raises(RuntimeError, match="went on after its LastPart"):
         asyncio.run(call())

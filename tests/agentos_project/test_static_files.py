@@ -42,7 +42,7 @@ def test_serve_starts_where_it_cannot_collect_the_static_files(monkeypatch, sett
     monkeypatch.setattr(serve, "call_command", refused)
     said = io.StringIO()
 
-    serve.Command(stderr=said)._collect_static()
+    serve.Command(stderr=said).collect_static()
 
     assert said.getvalue() == (
         f"agentos: static files not collected into {settings.STATIC_ROOT} ([Errno 13] Permission denied:"

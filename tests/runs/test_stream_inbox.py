@@ -123,7 +123,7 @@ def test_an_sse_response_sends_the_frames_that_end_the_stream_as_the_end_of_its_
 
     async def scenario():
         server = AsgiServer()
-        await SyncChainHandler()._stream(response, server.receive, server.send)
+        await SyncChainHandler().stream_response(response, server.receive, server.send)
         return server.sent
 
     sent = asyncio.run(scenario())

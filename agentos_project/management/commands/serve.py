@@ -58,7 +58,7 @@ class Command(BaseCommand):
             self._check_configured_services()
             call_command("migrate", interactive=False, verbosity=0)
             if not worker_only:
-                self._collect_static()
+                self.collect_static()
             commands = self._commands(host, port, web_only=web_only, worker_only=worker_only)
             self._say(f"agentos serving on http://{host}:{port} ({', '.join(commands)}); Ctrl-C stops it")
             child_env = self._child_env(embedded)
@@ -102,7 +102,7 @@ class Command(BaseCommand):
         env = {**os.environ, SPEC: json.dumps(spec)}
         os.execve(python, [python, str(settings.BASE_DIR / "agentos_project" / "supervisor.py")], env)
 
-    def _collect_static(self) -> None:
+    def collect_static(self) -> None:
         """The admin's CSS and scripts into STATIC_ROOT, from where the web serves them. A checkout this user may
         not write (the Docker image, collected at build, run as its own user) keeps what it holds: one line says
         so, and the service starts all the same."""
