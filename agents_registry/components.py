@@ -18,8 +18,8 @@ class Component:
     description: str = ""
     has_store: bool = True
     one_turn_per_session: bool = False
-    # How many of the session's earlier runs a run sees in its history (AgentOS' `num_history_runs`); None: all.
-    history_runs: int | None = None
+    # How many of the session's earlier runs a run sees in its history (AgentOS' name); 0: none; None: all.
+    num_history_runs: int | None = None
 
     kind = ""
 

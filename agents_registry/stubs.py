@@ -47,6 +47,6 @@ def bench_components() -> list:
         name="Windowed Agent",
         description="The stub model; sees the messages of the session's last 20 runs only.",
         model=StubModel(),
-        history_runs=20,
+        num_history_runs=20,
     )
     return [windowed]

@@ -89,7 +89,7 @@ def run_leg(
         )
     if inputs is None:
         state = AgentSession.objects.values_list("session_state", flat=True).get(pk=run.session_id)
-        inputs = state, session_history(session_id=run.session_id, runs=component.history_runs)
+        inputs = state, session_history(session_id=run.session_id, runs=component.num_history_runs)
     if not connection.in_atomic_block:  # a model call may take minutes: its connection serves others meanwhile
         connection.close()
     deadline = time.monotonic() + timeout_seconds if timeout_seconds else None

@@ -34,7 +34,7 @@ FENCED = "A newer attempt started this run"
 def _window(claim: Claim) -> int | None:
     """How many earlier runs the claimed run's component sees (None: all, or a component not registered here)."""
     try:
-        return registry.get(*claim.component).history_runs if claim.component else None
+        return registry.get(*claim.component).num_history_runs if claim.component else None
     except ComponentNotFound:
         return None
 

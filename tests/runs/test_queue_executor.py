@@ -236,7 +236,7 @@ def test_nul_and_surrogates_in_tool_results_answers_and_state_are_stored_replace
 
 @pytest.fixture
 def windowed_agent():
-    agent = registry.register(Agent(id="windowed-2", name="Windowed", model=StubModel(), history_runs=2))
+    agent = registry.register(Agent(id="windowed-2", name="Windowed", model=StubModel(), num_history_runs=2))
     yield agent
     registry.unregister(agent.kind, agent.id)
 
