@@ -8,7 +8,7 @@ from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, TEAM, WORKFLOW, event_name
 from .requirements import of_member, run_requirements, step_requirement
 from .runloop import Progress, agent_turns, apply_decisions, model_turn, run_agent
-from .tools import Tool
+from .tools import Tool, as_tool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,10 +43,28 @@ class Component:
 
 @dataclasses.dataclass(frozen=True)
 class Agent(Component):
+    """A model with tools and instructions. `tools` takes `Tool`s or plain typed functions (made tools as `@tool`
+    makes them); `instructions` (a string or a list of them) go to the model as a system message on every call and
+    are never stored in the session's history; `max_model_turns` bounds the model calls of one leg."""
+
     model: object = None
     tools: tuple[Tool, ...] = ()
+    instructions: str | tuple[str, ...] | None = None
+    max_model_turns: int = 10
 
     kind = AGENT
+
+    def __post_init__(self):
+        object.__setattr__(self, "tools", tuple(as_tool(tool) for tool in self.tools))
+        if isinstance(self.instructions, list):
+            object.__setattr__(self, "instructions", tuple(self.instructions))
+
+    def system_messages(self) -> list[dict]:
+        """The instructions as the system message that opens every model call (none without instructions)."""
+        if not self.instructions:
+            return []
+        text = self.instructions if isinstance(self.instructions, str) else "\n".join(self.instructions)
+        return [{"role": "system", "content": text}]
 
     @property
     def model_info(self) -> tuple[str, str]:
@@ -107,7 +125,7 @@ class Team(Component):
                 state = Progress(index, answers, result.messages).record()
                 return RunResult(RunResult.PAUSED, "", [state], ctx.session_state, tools=result.tools)
             answers.append({"role": "assistant", "name": member.id, "content": result.content})
-        text, _ = model_turn(model, ctx.history + messages + answers, (), ctx, TEAM)
+        text, _ = model_turn(model, self.leader.system_messages() + ctx.history + messages + answers, (), ctx, TEAM)
         if ctx.cancelled():
             return RunResult(RunResult.CANCELLED, text, messages, ctx.session_state)
         messages.append({"role": "assistant", "content": text})

@@ -18,6 +18,7 @@ _NAMES = {
         "continued": "RunContinued",
         "tool_started": "ToolCallStarted",
         "tool_completed": "ToolCallCompleted",
+        "tool_error": "ToolCallError",
     },
     TEAM: {
         "started": "TeamRunStarted",
@@ -29,6 +30,7 @@ _NAMES = {
         "continued": "TeamRunContinued",
         "tool_started": "TeamToolCallStarted",
         "tool_completed": "TeamToolCallCompleted",
+        "tool_error": "TeamToolCallError",
     },
     WORKFLOW: {
         "started": "WorkflowStarted",
@@ -42,6 +44,7 @@ _NAMES = {
         "continued": "StepExecutorContinued",
         "tool_started": "ToolCallStarted",
         "tool_completed": "ToolCallCompleted",
+        "tool_error": "ToolCallError",
         "step_started": "StepStarted",
         "step_completed": "StepCompleted",
     },

@@ -10,9 +10,7 @@ from .chat_models import ToolCall
 from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, event_name
 from .requirements import run_requirements
-from .tools import REJECTED, Tool
-
-MAX_MODEL_TURNS = 10
+from .tools import REJECTED, Tool, ToolFailed
 
 
 def model_turn(
@@ -45,9 +43,16 @@ def tool_execution(call: ToolCall, tool: Tool) -> dict:
 
 
 def run_tool(tool: Tool, execution: dict, ctx: RunContext, kind: str, fields: dict | None = None) -> dict:
-    """Execute a tool call, emitting its started/completed events; returns the tool message for the model."""
+    """Execute a tool call, emitting its started and completed (or error) events; returns the tool message for the
+    model: the result, or what went wrong when the call failed in a way the model is told of."""
     ctx.emit(event_name(kind, "tool_started"), {"tool": execution, **(fields or {})})
-    result = tool.call(execution["tool_args"])
+    try:
+        result = tool.call(execution["tool_args"], ctx)
+    except ToolFailed as failure:
+        error = str(failure)
+        failed = {**execution, "result": error, "tool_call_error": True}
+        ctx.emit(event_name(kind, "tool_error"), {"tool": failed, "error": error, **(fields or {})})
+        return {"role": "tool", "tool_call_id": execution["tool_call_id"], "content": error}
     done = {**execution, "result": result}
     ctx.emit(event_name(kind, "tool_completed"), {"tool": done, "content": result, **(fields or {})})
     return {"role": "tool", "tool_call_id": execution["tool_call_id"], "content": result}
@@ -78,8 +83,9 @@ def agent_turns(agent, messages: list[dict], ctx: RunContext, kind: str, fields:
     """Model turns with tool calls from `messages` until the agent answers (completed), needs a person to confirm
     a call (paused, before calling it), or is cancelled. Emits content and tool events, not the start or end."""
     messages = list(messages)
-    for _ in range(MAX_MODEL_TURNS):
-        text, calls = model_turn(agent.model, ctx.history + messages, agent.tools, ctx, kind, fields)
+    for _ in range(agent.max_model_turns):
+        prompt = agent.system_messages() + ctx.history + messages
+        text, calls = model_turn(agent.model, prompt, agent.tools, ctx, kind, fields)
         if ctx.cancelled():
             return RunResult(RunResult.CANCELLED, text, messages, ctx.session_state)
         assistant = {"role": "assistant", "content": text}
@@ -103,7 +109,7 @@ def agent_turns(agent, messages: list[dict], ctx: RunContext, kind: str, fields:
             return RunResult(RunResult.CANCELLED, text, messages, ctx.session_state)
         if pending:
             return RunResult(RunResult.PAUSED, text, messages, ctx.session_state, tools=pending)
-    raise PermanentRunError(f"Agent {agent.id} called tools {MAX_MODEL_TURNS} times without answering")
+    raise PermanentRunError(f"Agent {agent.id} called tools {agent.max_model_turns} times without answering")
 
 
 def run_agent(

@@ -118,7 +118,7 @@ def read_file(path: str) -> str:
     return f"read {path}"
 
 
-READ_FILE = Tool(name="read_file", description="", parameters={}, function=read_file)
+READ_FILE = Tool(name="read_file", description="", parameters={}, function=read_file, on_error="fail")
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,245 @@
+"""`@tool`: the schema a typed function gives the model, the checks before a call, and what the model is told when a
+call fails; and the agent's instructions and bound on model calls."""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import Literal, Optional
+
+import pydantic
+import pytest
+
+from agents_registry.chat_models import ToolCall
+from agents_registry.components import Agent
+from agents_registry.context import PermanentRunError, RunContext, RunRequest
+from agents_registry.tools import Tool, ToolFailed, tool
+
+
+class Priority(enum.Enum):
+    LOW = "low"
+    HIGH = "high"
+
+
+class Address(pydantic.BaseModel):
+    street: str
+    city: str = "Paris"
+
+
+@tool
+def open_ticket(
+    title: str,
+    ctx: RunContext,
+    priority: Priority = Priority.LOW,
+    kind: Literal["bug", "question"] = "bug",
+    assignee: Optional[str] = None,  # noqa: UP045 (the shape a user writes is what is tested)
+    tags: list[str] | None = None,
+    estimate: float = 1.5,
+    urgent: bool = False,
+    count: int = 1,
+    address: Address | None = None,
+) -> dict:
+    """Open a ticket in the tracker.
+
+    Args:
+        title: What the ticket is about.
+        priority: How soon it needs an answer.
+        assignee (str): Who takes it; nobody
+            when left out.
+    """
+    ctx.session_state["opened"] = ctx.session_state.get("opened", 0) + 1
+    return {"title": title, "priority": priority, "kind": kind, "by": ctx.run_id, "address": address}
+
+
+def test_a_typed_function_gives_its_name_description_and_whole_schema():
+    assert open_ticket.schema() == {
+        "type": "function",
+        "function": {
+            "name": "open_ticket",
+            "description": "Open a ticket in the tracker.",
+            "parameters": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["title"],
+                "$defs": {
+                    "Address": {
+                        "type": "object",
+                        "properties": {"street": {"type": "string"}, "city": {"type": "string", "default": "Paris"}},
+                        "required": ["street"],
+                    },
+                    "Priority": {"type": "string", "enum": ["low", "high"]},
+                },
+                "properties": {
+                    "title": {"type": "string", "description": "What the ticket is about."},
+                    "priority": {
+                        "$ref": "#/$defs/Priority",
+                        "default": "low",
+                        "description": "How soon it needs an answer.",
+                    },
+                    "kind": {"type": "string", "enum": ["bug", "question"], "default": "bug"},
+                    "assignee": {
+                        "anyOf": [{"type": "string"}, {"type": "null"}],
+                        "default": None,
+                        "description": "Who takes it; nobody when left out.",
+                    },
+                    "tags": {
+                        "anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}],
+                        "default": None,
+                    },
+                    "estimate": {"type": "number", "default": 1.5},
+                    "urgent": {"type": "boolean", "default": False},
+                    "count": {"type": "integer", "default": 1},
+                    "address": {"anyOf": [{"$ref": "#/$defs/Address"}, {"type": "null"}], "default": None},
+                },
+            },
+        },
+    }
+
+
+def test_options_name_the_tool_and_ask_for_confirmation():
+    @tool(name="wipe", description="Wipe a disk.", requires_confirmation=True)
+    def wipe_disk(device: str) -> str:
+        return f"wiped {device}"
+
+    assert (wipe_disk.name, wipe_disk.description, wipe_disk.requires_confirmation) == ("wipe", "Wipe a disk.", True)
+    assert wipe_disk.parameters == {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"device": {"type": "string"}},
+        "required": ["device"],
+    }
+
+
+def test_the_decorated_function_stays_callable_as_written(make_context):
+    context = make_context()
+
+    assert open_ticket("printer jam", context, priority=Priority.HIGH) == {
+        "title": "printer jam",
+        "priority": Priority.HIGH,
+        "kind": "bug",
+        "by": "r",
+        "address": None,
+    }
+    assert context.session_state == {"opened": 1}
+
+
+def test_a_call_is_validated_and_its_result_reaches_the_model_as_json(make_context):
+    context = make_context()
+
+    result = open_ticket.call({"title": "jam", "priority": "high", "address": {"street": "1 rue"}}, context)
+
+    assert json.loads(result) == {
+        "title": "jam",
+        "priority": "high",
+        "kind": "bug",
+        "by": "r",
+        "address": {"street": "1 rue", "city": "Paris"},
+    }
+    assert context.session_state == {"opened": 1}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        ({}, "title\n  Field required"),
+        ({"title": "x", "kind": "praise"}, "kind\n  Input should be 'bug' or 'question'"),
+        ({"title": "x", "colour": "red"}, "colour\n  Extra inputs are not permitted"),
+        ({"title": "x", "count": "many"}, "count\n  Input should be a valid integer"),
+    ],
+    ids=["missing", "not in the literal", "unknown", "wrong type"],
+)
+def test_bad_arguments_are_refused_before_the_call_with_what_is_wrong(make_context, arguments, said):
+    context = make_context()
+
+    with pytest.raises(ToolFailed) as failed:
+        open_ticket.call(arguments, context)
+
+    assert str(failed.value).startswith("Invalid arguments for tool open_ticket: 1 validation error for")
+    assert said in str(failed.value)
+    assert context.session_state == {}, "the function did not run"
+
+
+class Scripted:
+    """A model that answers from a script: each turn a list of tool calls or a text; it records what it was sent."""
+
+    id, provider = "scripted", "test"
+
+    def __init__(self, *turns):
+        self.turns = list(turns)
+        self.prompts: list[list[dict]] = []
+
+    def stream(self, messages, tools, ctx):
+        self.prompts.append(list(messages))
+        turn = self.turns.pop(0)
+        if isinstance(turn, str):
+            yield turn
+            return
+        for index, (name, arguments) in enumerate(turn):
+            yield ToolCall(id=f"call_{len(self.prompts)}_{index}", name=name, arguments=arguments)
+
+
+def failing_lookup(code: str) -> str:
+    raise LookupError(f"no order {code}")
+
+
+def test_a_failing_tool_goes_back_to_the_model_with_a_tool_error_event_and_the_run_completes(make_context, recorder):
+    model = Scripted([("failing_lookup", {"code": "A1"}), ("open_ticket", {})], "sorry, no such order")
+    agent = Agent(id="support", name="Support", model=model, tools=[failing_lookup, open_ticket])
+
+    result = agent.run(RunRequest(message="where is A1?"), make_context())
+
+    assert (result.status, result.content) == ("completed", "sorry, no such order")
+    told = [message["content"] for message in model.prompts[1] if message["role"] == "tool"]
+    assert told[0] == "no order A1"
+    assert told[1].startswith("Invalid arguments for tool open_ticket: 1 validation error")
+    errors = [fields for name, fields in recorder.events if name == "ToolCallError"]
+    assert [(e["tool"]["tool_name"], e["tool"]["tool_call_error"], e["error"]) for e in errors] == [
+        ("failing_lookup", True, "no order A1"),
+        ("open_ticket", True, told[1]),
+    ]
+    assert errors[0]["tool"]["result"] == "no order A1"
+    assert recorder.names.count("ToolCallStarted") == 2 and "ToolCallCompleted" not in recorder.names
+
+
+def test_on_error_fail_ends_the_run_as_before(make_context):
+    strict = tool(failing_lookup, on_error="fail")
+    agent = Agent(id="strict", name="Strict", model=Scripted([("failing_lookup", {"code": "A1"})]), tools=[strict])
+
+    with pytest.raises(LookupError, match="no order A1"):
+        agent.run(RunRequest(message="where is A1?"), make_context())
+    with pytest.raises(PermanentRunError, match="Invalid arguments for tool failing_lookup"):
+        strict.call({"order": "A1"})
+
+
+def test_a_tool_written_out_is_checked_against_its_functions_signature():
+    written = Tool(name="read", description="", parameters={}, function=lambda path: f"read {path}")
+
+    assert written.call({"path": "x"}) == "read x"
+    with pytest.raises(ToolFailed, match=r"Invalid arguments for tool read: <lambda>\(\) got an unexpected keyword"):
+        written.call({"file": "x"})
+
+
+def test_an_unknown_on_error_is_refused_when_the_tool_is_made():
+    with pytest.raises(ValueError, match="tool failing_lookup: on_error must be one of"):
+        tool(failing_lookup, on_error="ignore")
+
+
+def test_instructions_open_every_model_call_and_stay_out_of_the_history(make_context):
+    model = Scripted([("open_ticket", {"title": "jam"})], "opened")
+    agent = Agent(id="i", name="I", model=model, tools=[open_ticket], instructions=["Be brief.", "Use tools."])
+    history = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+
+    result = agent.run(RunRequest(message="jam"), make_context(history))
+
+    system = {"role": "system", "content": "Be brief.\nUse tools."}
+    assert [prompt[:3] for prompt in model.prompts] == [[system, *history]] * 2
+    assert all(message["role"] != "system" for message in result.messages)
+
+
+def test_an_agent_that_keeps_calling_tools_stops_after_its_max_model_turns(make_context):
+    model = Scripted(*[[("failing_lookup", {"code": "A1"})]] * 3)
+    agent = Agent(id="loop", name="Loop", model=model, tools=[failing_lookup], max_model_turns=3)
+
+    with pytest.raises(PermanentRunError, match="Agent loop called tools 3 times without answering"):
+        agent.run(RunRequest(message="go"), make_context())
+    assert len(model.prompts) == 3
