@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import uuid
 from collections.abc import Iterator, Sequence
+from typing import Protocol
 
 from .context import PermanentRunError, RunContext
 from .tools import REJECTED, Tool
@@ -80,20 +82,65 @@ class StubModel:
             yield word if index == 0 else f" {word}"
 
 
-class OpenAIChatModel:
-    """Any OpenAI-compatible chat completions server (OpenAI, vLLM, Ollama...), streamed."""
+class ChatModel(Protocol):
+    """What an agent's model is: an `id` and a `provider` (shown on `/config` and in events), and `stream`, which
+    turns messages (OpenAI format) and the agent's tools into text pieces and `ToolCall`s. An exception ends the
+    leg: `PermanentRunError` for good, any other is retried while the run's attempts last."""
+
+    id: str
+    provider: str
+
+    def stream(self, messages: Sequence[dict], tools: Sequence[Tool], ctx: RunContext) -> Iterator[str | ToolCall]: ...
+
+
+# A provider's answers that no retry changes: the request itself is refused (not a timeout, a conflict, a rate limit).
+_RETRYABLE_STATUSES = (408, 409, 429)
+
+
+class OpenAIChat:
+    """Any server that speaks OpenAI's Chat Completions (OpenAI, vLLM, Ollama, LM Studio, gateways), streamed.
+
+    `api_key`, or else the environment variable `api_key_env` names, authenticates; `temperature`, `max_tokens` and
+    `extra_headers` go with every request. A rate limit, a 5xx, a timeout or a lost connection is retried by the
+    client (`max_retries`, with its backoff), then as the run's queue attempts allow; any other 4xx is a permanent
+    error that carries the provider's message.
+    """
 
     provider = "openai"
 
-    def __init__(self, *, model: str, base_url: str | None, api_key: str | None, timeout: float = 600.0):
-        import openai
+    def __init__(
+        self,
+        id: str,  # noqa: A002 (Agno's and AgentOS' name for it)
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        extra_headers: dict[str, str] | None = None,
+        timeout: float = 600.0,
+        max_retries: int = 2,
+    ):
+        import openai  # only a process that has such a model pays for loading the client library
 
-        self.id = model
-        self.client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout)
+        self.id = id
+        self.refused = openai.APIStatusError
+        key = api_key or os.environ.get(api_key_env) or "not-needed"
+        self.client = openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=max_retries)
+        options = {"temperature": temperature, "max_tokens": max_tokens, "extra_headers": extra_headers}
+        self.options = {name: value for name, value in options.items() if value is not None}
 
     def stream(self, messages: Sequence[dict], tools: Sequence[Tool], ctx: RunContext) -> Iterator[str | ToolCall]:
         options = {"tools": [tool.schema() for tool in tools]} if tools else {}
-        response = self.client.chat.completions.create(model=self.id, messages=list(messages), stream=True, **options)
+        try:
+            response = self.client.chat.completions.create(
+                model=self.id, messages=list(messages), stream=True, **self.options, **options
+            )
+        except self.refused as error:
+            if 400 <= error.status_code < 500 and error.status_code not in _RETRYABLE_STATUSES:
+                said = f"({error.status_code}): {_message(error)}"
+                raise PermanentRunError(f"The model's provider refused the request {said}") from error
+            raise
         pending: dict[int, dict] = {}
         try:
             for chunk in response:
@@ -114,6 +161,16 @@ class OpenAIChatModel:
             response.close()
         for index in sorted(pending):
             yield _tool_call(pending[index])
+
+
+def _message(error) -> str:
+    """The provider's own words for a refusal: its error body's message, else the status line."""
+    body = error.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+    return error.message
 
 
 def _tool_call(slot: dict) -> ToolCall:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .chat_models import OpenAIChatModel
+from .chat_models import OpenAIChat
 from .components import Agent
 from .registry import registry
 from .stubs import bench_components, stub_components
@@ -18,5 +18,5 @@ def register_configured_components(conf) -> None:
         for component in bench_components():
             registry.register(component)
     if conf.openai_base_url:
-        model = OpenAIChatModel(model=conf.openai_model, base_url=conf.openai_base_url, api_key=conf.openai_api_key)
+        model = OpenAIChat(id=conf.openai_model, base_url=conf.openai_base_url, api_key=conf.openai_api_key)
         registry.register(Agent(id="assistant", name="Assistant", description="OpenAI-compatible model.", model=model))

@@ -6,7 +6,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agents_registry.chat_models import OpenAIChatModel, StubModel, ToolCall
+from agents_registry.chat_models import OpenAIChat, StubModel, ToolCall
 from agents_registry.context import RunContext
 from agents_registry.tools import DELETE_TEMP_FILES
 
@@ -107,7 +107,7 @@ def openai_server():
 
 
 def test_openai_model_streams_text_from_a_compatible_server(openai_server):
-    model = OpenAIChatModel(model="local-model", base_url=openai_server, api_key="sk-test")
+    model = OpenAIChat("local-model", base_url=openai_server, api_key="sk-test")
     messages = [user("earlier"), {"role": "assistant", "content": "before"}, user("hi")]
 
     pieces = list(model.stream(messages, (), context()))
@@ -124,7 +124,7 @@ def test_openai_model_streams_text_from_a_compatible_server(openai_server):
 
 
 def test_openai_model_assembles_a_tool_call_split_across_chunks(openai_server):
-    model = OpenAIChatModel(model="local-model", base_url=openai_server, api_key=None)
+    model = OpenAIChat("local-model", base_url=openai_server, api_key=None)
 
     pieces = list(model.stream([user("clean up")], (DELETE_TEMP_FILES,), context()))
 
