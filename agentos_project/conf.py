@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Mapping
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -84,6 +85,8 @@ class AgentsSettings:
     openai_base_url: str | None = None
     openai_api_key: str | None = None
     openai_model: str = "gpt-4o-mini"
+    # A user's components: `package.module[:attribute]` entries, imported in every process (agents_registry.loading)
+    components: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,6 +237,18 @@ def _queue(env: _Reader) -> QueueSettings:
     )
 
 
+_ENTRY = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?$")
+
+
+def _components(value: str | None) -> tuple[str, ...]:
+    """AGENTOS_COMPONENTS: comma-separated `package.module[:attribute]` entries."""
+    entries = tuple(entry.strip() for entry in (value or "").split(",") if entry.strip())
+    for entry in entries:
+        if not _ENTRY.match(entry):
+            raise ConfigError(f"AGENTOS_COMPONENTS entries must be package.module[:attribute] (got {entry!r})")
+    return entries
+
+
 def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> AgentOSSettings:
     """Parse and validate every agentos variable of `environ`; raise `ConfigError` on the first bad one."""
     env = _Reader(environ)
@@ -247,6 +262,7 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Age
             openai_base_url=env.text("AGENTOS_OPENAI_BASE_URL"),
             openai_api_key=env.text("AGENTOS_OPENAI_API_KEY"),
             openai_model=env.text("AGENTOS_OPENAI_MODEL", "gpt-4o-mini"),
+            components=_components(env.text("AGENTOS_COMPONENTS")),
         ),
         server=Server(
             host=env.text("AGENTOS_HOST", "127.0.0.1"),

@@ -1,8 +1,10 @@
+import sys
+
 from django.apps import AppConfig
 
 from agentos_project.conf import current
 
-from .loading import register_configured_components
+from .loading import ComponentsRefused, register_configured_components
 
 
 class AgentsRegistryConfig(AppConfig):
@@ -10,4 +12,10 @@ class AgentsRegistryConfig(AppConfig):
     verbose_name = "Agents registry"
 
     def ready(self) -> None:
-        register_configured_components(current().agents)
+        """Register the configured components in every process (web, worker, commands); components that cannot
+        be loaded stop the process before it serves anything, with one line that says why."""
+        try:
+            register_configured_components(current().agents)
+        except ComponentsRefused as refusal:
+            sys.stderr.write(f"agentos: {refusal}\n")
+            raise SystemExit(2) from None
