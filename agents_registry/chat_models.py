@@ -28,6 +28,23 @@ class ToolCall:
     arguments: dict
 
 
+@dataclasses.dataclass(frozen=True)
+class Usage:
+    """The tokens one model request used, as its provider reported them (a model yields it once, at the end)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Reasoning:
+    """A piece of the model's reasoning (`reasoning_content`), streamed apart from its answer."""
+
+    text: str
+
+
 def last_user_turn(messages: Sequence[dict]) -> int:
     """Index of the last user message."""
     for index in range(len(messages) - 1, -1, -1):
@@ -84,11 +101,14 @@ class StubModel:
 
 class ChatModel(Protocol):
     """What an agent's model is: an `id` and a `provider` (shown on `/config` and in events), and `stream`, which
-    turns messages (OpenAI format) and the agent's tools into text pieces and `ToolCall`s. An exception ends the
-    leg: `PermanentRunError` for good, any other is retried while the run's attempts last."""
+    turns messages (OpenAI format) and the agent's tools into text pieces and `ToolCall`s, with `Reasoning` pieces
+    and one `Usage` when the model reports them. An exception ends the leg: `PermanentRunError` for good, any other
+    is retried while the run's attempts last. With `request_events` true, each request is told by
+    ModelRequestStarted and ModelRequestCompleted events (with its token counts)."""
 
     id: str
     provider: str
+    request_events: bool
 
     def stream(self, messages: Sequence[dict], tools: Sequence[Tool], ctx: RunContext) -> Iterator[str | ToolCall]: ...
 
@@ -107,6 +127,7 @@ class OpenAIChat:
     """
 
     provider = "openai"
+    request_events = True
 
     def __init__(
         self,
@@ -134,7 +155,12 @@ class OpenAIChat:
         options = {"tools": [tool.schema() for tool in tools]} if tools else {}
         try:
             response = self.client.chat.completions.create(
-                model=self.id, messages=list(messages), stream=True, **self.options, **options
+                model=self.id,
+                messages=list(messages),
+                stream=True,
+                stream_options={"include_usage": True},
+                **self.options,
+                **options,
             )
         except self.refused as error:
             if 400 <= error.status_code < 500 and error.status_code not in _RETRYABLE_STATUSES:
@@ -146,9 +172,14 @@ class OpenAIChat:
             for chunk in response:
                 if ctx.cancelled():
                     return
+                if chunk.usage is not None:
+                    yield _usage(chunk.usage)
                 if not chunk.choices:
                     continue
                 delta = chunk.choices[0].delta
+                reasoning = (delta.model_extra or {}).get("reasoning_content")  # not OpenAI's: DeepSeek's, vLLM's...
+                if reasoning:
+                    yield Reasoning(reasoning)
                 if delta.content:
                     yield delta.content
                 for call in delta.tool_calls or ():
@@ -161,6 +192,16 @@ class OpenAIChat:
             response.close()
         for index in sorted(pending):
             yield _tool_call(pending[index])
+
+
+def _usage(usage) -> Usage:
+    details = getattr(usage, "completion_tokens_details", None)
+    return Usage(
+        input_tokens=usage.prompt_tokens or 0,
+        output_tokens=usage.completion_tokens or 0,
+        total_tokens=usage.total_tokens or 0,
+        reasoning_tokens=(getattr(details, "reasoning_tokens", None) or 0) if details is not None else 0,
+    )
 
 
 def _message(error) -> str:

@@ -7,7 +7,7 @@ import dataclasses
 from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, TEAM, WORKFLOW, event_name
 from .requirements import of_member, run_requirements, step_requirement
-from .runloop import Progress, agent_turns, apply_decisions, model_turn, run_agent
+from .runloop import Progress, add_usage, agent_turns, apply_decisions, model_turn, run_agent
 from .tools import Tool, as_tool
 
 
@@ -108,6 +108,7 @@ class Team(Component):
         else:
             ctx.emit(event_name(TEAM, "continued"), {"tools": request.decided_tools})
         answers = list(progress.outputs)
+        metrics: dict = {}  # the tokens of this leg's members and leader
         for index in range(progress.index, len(self.members)):
             member = self.members[index]
             resuming = index == progress.index and progress.messages
@@ -117,6 +118,7 @@ class Team(Component):
                 decided_tools=request.decided_tools if resuming else None,
             )
             result = run_agent(member, leg, ctx, fields={"agent_id": member.id, "agent_name": member.name})
+            metrics = add_usage(metrics, result.metrics)
             if result.status == RunResult.CANCELLED:
                 return RunResult(RunResult.CANCELLED, "", messages, ctx.session_state)
             if result.status == RunResult.PAUSED:
@@ -125,12 +127,13 @@ class Team(Component):
                 state = Progress(index, answers, result.messages).record()
                 return RunResult(RunResult.PAUSED, "", [state], ctx.session_state, tools=result.tools)
             answers.append({"role": "assistant", "name": member.id, "content": result.content})
-        text, _ = model_turn(model, self.leader.system_messages() + ctx.history + messages + answers, (), ctx, TEAM)
+        turn = model_turn(model, self.leader.system_messages() + ctx.history + messages + answers, (), ctx, TEAM)
+        text, metrics = turn.text, add_usage(metrics, turn.usage)
         if ctx.cancelled():
-            return RunResult(RunResult.CANCELLED, text, messages, ctx.session_state)
+            return RunResult(RunResult.CANCELLED, text, messages, ctx.session_state, metrics=metrics)
         messages.append({"role": "assistant", "content": text})
-        ctx.emit(event_name(TEAM, "completed"), {"content": text})
-        return RunResult(RunResult.COMPLETED, text, messages, ctx.session_state)
+        ctx.emit(event_name(TEAM, "completed"), {"content": text, "metrics": metrics})
+        return RunResult(RunResult.COMPLETED, text, messages, ctx.session_state, metrics=metrics)
 
 
 @dataclasses.dataclass(frozen=True)

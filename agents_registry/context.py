@@ -62,6 +62,7 @@ class RunResult:
     tools: list[dict] | None = None
     metrics: dict = dataclasses.field(default_factory=dict)
     requirements: list[dict] | None = None  # a paused agent's, as its pause event told them (`requirements`)
+    reasoning: str = ""  # the model's reasoning behind its answer, when it streamed any
 
     COMPLETED = "completed"
     PAUSED = "paused"

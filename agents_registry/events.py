@@ -19,6 +19,8 @@ _NAMES = {
         "tool_started": "ToolCallStarted",
         "tool_completed": "ToolCallCompleted",
         "tool_error": "ToolCallError",
+        "model_request_started": "ModelRequestStarted",
+        "model_request_completed": "ModelRequestCompleted",
     },
     TEAM: {
         "started": "TeamRunStarted",
@@ -31,6 +33,8 @@ _NAMES = {
         "tool_started": "TeamToolCallStarted",
         "tool_completed": "TeamToolCallCompleted",
         "tool_error": "TeamToolCallError",
+        "model_request_started": "TeamModelRequestStarted",
+        "model_request_completed": "TeamModelRequestCompleted",
     },
     WORKFLOW: {
         "started": "WorkflowStarted",
@@ -45,6 +49,8 @@ _NAMES = {
         "tool_started": "ToolCallStarted",
         "tool_completed": "ToolCallCompleted",
         "tool_error": "ToolCallError",
+        "model_request_started": "ModelRequestStarted",
+        "model_request_completed": "ModelRequestCompleted",
         "step_started": "StepStarted",
         "step_completed": "StepCompleted",
     },

@@ -6,28 +6,75 @@ import dataclasses
 import json
 from collections.abc import Sequence
 
-from .chat_models import ToolCall
+from .chat_models import Reasoning, ToolCall, Usage
 from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, event_name
 from .requirements import run_requirements
 from .tools import REJECTED, Tool, ToolFailed
 
 
+@dataclasses.dataclass
+class Turn:
+    """One model request's answer: its text, the tool calls it asked for, its reasoning, and the tokens it used."""
+
+    text: str
+    calls: list[ToolCall]
+    reasoning: str = ""
+    usage: Usage | None = None
+
+
 def model_turn(
     model, messages: Sequence[dict], tools: Sequence[Tool], ctx: RunContext, kind: str, fields: dict | None = None
-):
-    """Stream one model answer, emitting a content event per chunk (with `fields`); returns (text, tool calls)."""
+) -> Turn:
+    """Stream one model answer, emitting a content event per chunk (reasoning too, as `reasoning_content`), all with
+    `fields`; a model with `request_events` has the request told by its started and completed events."""
+    fields = fields or {}
+    named = {"model": model.id, "model_provider": model.provider}
+    told = getattr(model, "request_events", False)
+    if told:
+        ctx.emit(event_name(kind, "model_request_started"), {**named, **fields})
+    started, first = ctx.clock(), None
+    turn = Turn("", [])
     parts: list[str] = []
-    calls: list[ToolCall] = []
+    reasoning: list[str] = []
     for piece in model.stream(messages, tools, ctx):
         if isinstance(piece, ToolCall):
-            calls.append(piece)
+            turn.calls.append(piece)
             continue
-        parts.append(piece)
-        ctx.emit(event_name(kind, "content"), {"content": piece, "content_type": "str", **(fields or {})})
+        if isinstance(piece, Usage):
+            turn.usage = piece
+            continue
+        first = ctx.clock() if first is None else first
+        if isinstance(piece, Reasoning):
+            reasoning.append(piece.text)
+            ctx.emit(event_name(kind, "content"), {"content": "", "reasoning_content": piece.text, **fields})
+        else:
+            parts.append(piece)
+            ctx.emit(event_name(kind, "content"), {"content": piece, "content_type": "str", **fields})
         if ctx.cancelled():
             break
-    return "".join(parts), calls
+    turn.text, turn.reasoning = "".join(parts), "".join(reasoning)
+    if told:
+        spent = dataclasses.asdict(turn.usage) if turn.usage else {}
+        waited = {"time_to_first_token": None if first is None else round(first - started, 6)}
+        ctx.emit(event_name(kind, "model_request_completed"), {**named, **spent, **waited, **fields})
+    return turn
+
+
+TOKENS = tuple(field.name for field in dataclasses.fields(Usage))
+
+
+def add_usage(metrics: dict, usage: Usage | dict | None) -> dict:
+    """`metrics` with the tokens of `usage` (a request's, or another run's metrics) added, under AgentOS' names:
+    input, output, total and reasoning tokens."""
+    if not usage:
+        return metrics
+    spent = dataclasses.asdict(usage) if isinstance(usage, Usage) else usage
+    summed = dict(metrics)
+    for name in TOKENS:
+        if name in spent:
+            summed[name] = summed.get(name, 0) + spent[name]
+    return summed
 
 
 def tool_execution(call: ToolCall, tool: Tool) -> dict:
@@ -83,11 +130,14 @@ def agent_turns(agent, messages: list[dict], ctx: RunContext, kind: str, fields:
     """Model turns with tool calls from `messages` until the agent answers (completed), needs a person to confirm
     a call (paused, before calling it), or is cancelled. Emits content and tool events, not the start or end."""
     messages = list(messages)
+    metrics: dict = {}
     for _ in range(agent.max_model_turns):
         prompt = agent.system_messages() + ctx.history + messages
-        text, calls = model_turn(agent.model, prompt, agent.tools, ctx, kind, fields)
+        turn = model_turn(agent.model, prompt, agent.tools, ctx, kind, fields)
+        text, calls = turn.text, turn.calls
+        metrics = add_usage(metrics, turn.usage)
         if ctx.cancelled():
-            return RunResult(RunResult.CANCELLED, text, messages, ctx.session_state)
+            return RunResult(RunResult.CANCELLED, text, messages, ctx.session_state, metrics=metrics)
         assistant = {"role": "assistant", "content": text}
         if calls:
             assistant["tool_calls"] = [
@@ -96,7 +146,9 @@ def agent_turns(agent, messages: list[dict], ctx: RunContext, kind: str, fields:
             ]
         messages.append(assistant)
         if not calls:
-            return RunResult(RunResult.COMPLETED, text, messages, ctx.session_state)
+            result = RunResult(RunResult.COMPLETED, text, messages, ctx.session_state, metrics=metrics)
+            result.reasoning = turn.reasoning
+            return result
         pending = []
         for call in calls:
             tool = agent.tool(call.name)
@@ -106,9 +158,9 @@ def agent_turns(agent, messages: list[dict], ctx: RunContext, kind: str, fields:
             else:
                 messages.append(run_tool(tool, execution, ctx, kind, fields))
         if pending and ctx.cancelled():  # asked to stop while it would wait for a person
-            return RunResult(RunResult.CANCELLED, text, messages, ctx.session_state)
+            return RunResult(RunResult.CANCELLED, text, messages, ctx.session_state, metrics=metrics)
         if pending:
-            return RunResult(RunResult.PAUSED, text, messages, ctx.session_state, tools=pending)
+            return RunResult(RunResult.PAUSED, text, messages, ctx.session_state, tools=pending, metrics=metrics)
     raise PermanentRunError(f"Agent {agent.id} called tools {agent.max_model_turns} times without answering")
 
 
@@ -117,7 +169,8 @@ def run_agent(
 ) -> RunResult:
     """An agent's leg, with its start (or continuation) and end events; `fields` mark a team member's events. A
     paused leg's result carries the requirements its pause event told."""
-    fields = fields or {}
+    fields = fields or {"agent_id": agent.id, "agent_name": agent.name}
+    started = ctx.clock()
     if request.decided_tools is not None:
         ctx.emit(event_name(kind, "continued"), {"tools": request.decided_tools, **fields})
         messages = apply_decisions(agent, request.run_messages, request.decided_tools, ctx, kind, fields)
@@ -127,7 +180,11 @@ def run_agent(
         messages = [{"role": "user", "content": request.message}]
     result = agent_turns(agent, messages, ctx, kind, fields)
     if result.status == RunResult.COMPLETED:
-        ctx.emit(event_name(kind, "completed"), {"content": result.content, **fields})
+        metrics = {**result.metrics, "duration": round(ctx.clock() - started, 6)}
+        completed = {"content": result.content, "metrics": metrics, **fields}
+        if result.reasoning:
+            completed["reasoning_content"] = result.reasoning
+        ctx.emit(event_name(kind, "completed"), completed)
     elif result.status == RunResult.PAUSED:
         result.requirements = run_requirements(result.tools)
         ctx.emit(event_name(kind, "paused"), {"tools": result.tools, "requirements": result.requirements, **fields})

@@ -30,6 +30,8 @@ from rest_framework.test import APIClient
 from agentos_project.conf import current
 from agentos_project.postgres.base import close_pools
 
+from .fake_openai import FakeOpenAI
+
 ROOT = Path(__file__).resolve().parent.parent
 STUB_AGENT = "/agents/stub-agent"
 HITL_AGENT = "/agents/hitl-agent"
@@ -168,6 +170,14 @@ class WorkerProcess(ChildProcess):
     def wait_ready(self, timeout: float = 30) -> WorkerProcess:
         self.wait_for(lambda: " ready." in self.log(), timeout=timeout, what=f"worker {self.name} to be ready")
         return self
+
+
+@pytest.fixture
+def fake_openai():
+    """A fake OpenAI-compatible server of the test's own (`tests/fake_openai.py`); script it with `answer`."""
+    server = FakeOpenAI()
+    yield server
+    server.close()
 
 
 @pytest.fixture(scope="session")

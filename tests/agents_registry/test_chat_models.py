@@ -1,14 +1,12 @@
 """The stub model of CONTRACT 13, and the OpenAI-compatible model against a real HTTP server on 127.0.0.1."""
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
-from agents_registry.chat_models import OpenAIChat, StubModel, ToolCall
-from agents_registry.context import RunContext
+from agents_registry.chat_models import OpenAIChat, Reasoning, StubModel, ToolCall, Usage
+from agents_registry.context import PermanentRunError, RunContext
 from agents_registry.tools import DELETE_TEMP_FILES
+
+from ..fake_openai import Answer
 
 
 def context(**overrides) -> RunContext:
@@ -61,72 +59,88 @@ def test_stub_asks_for_the_delete_tool_then_answers_its_result():
     assert "".join(second) == "done: tool result received"
 
 
-class ChatCompletions(BaseHTTPRequestHandler):
-    """A minimal OpenAI-compatible server: streams a fixed answer, or a split tool call when tools are offered."""
-
-    requests: list[dict] = []
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        ChatCompletions.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        if body.get("tools") and body["messages"][-1]["role"] == "user":
-            deltas = [
-                {"tool_calls": [{"index": 0, "id": "call_7", "type": "function",
-                                 "function": {"name": "delete_temp_files", "arguments": '{"direc'}}]},
-                {"tool_calls": [{"index": 0, "function": {"arguments": 'tory": "/var/tmp"}'}}]},
-            ]  # fmt: skip
-        else:
-            deltas = [{"role": "assistant", "content": "Hello"}, {"content": ", world"}]
-        for delta in deltas:
-            chunk = {
-                "id": "c1",
-                "object": "chat.completion.chunk",
-                "created": 0,
-                "model": body["model"],
-                "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
-            }
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        self.wfile.write(b"data: [DONE]\n\n")
-
-
-@pytest.fixture
-def openai_server():
-    ChatCompletions.requests = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), ChatCompletions)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
-
-
-def test_openai_model_streams_text_from_a_compatible_server(openai_server):
-    model = OpenAIChat("local-model", base_url=openai_server, api_key="sk-test")
+def test_openai_model_streams_text_from_a_compatible_server(fake_openai):
+    fake_openai.answer(Answer(text="Hello, world"))
+    model = OpenAIChat("local-model", base_url=fake_openai.url, api_key="sk-test")
     messages = [user("earlier"), {"role": "assistant", "content": "before"}, user("hi")]
 
     pieces = list(model.stream(messages, (), context()))
 
-    assert pieces == ["Hello", ", world"]
-    request = ChatCompletions.requests[0]
+    assert pieces == ["Hello,", " world"]
+    request = fake_openai.requests[0]
     assert (request["path"], request["auth"], request["model"]) == (
         "/v1/chat/completions",
         "Bearer sk-test",
         "local-model",
     )
     assert request["messages"] == messages
-    assert request["stream"] is True
+    assert (request["stream"], request["stream_options"]) == (True, {"include_usage": True})
 
 
-def test_openai_model_assembles_a_tool_call_split_across_chunks(openai_server):
-    model = OpenAIChat("local-model", base_url=openai_server, api_key=None)
+def test_openai_model_assembles_a_tool_call_split_across_chunks(fake_openai):
+    fake_openai.answer(Answer(tool_calls=[("call_7", "delete_temp_files", {"directory": "/var/tmp"})]))
+    model = OpenAIChat("local-model", base_url=fake_openai.url)
 
     pieces = list(model.stream([user("clean up")], (DELETE_TEMP_FILES,), context()))
 
     assert pieces == [ToolCall(id="call_7", name="delete_temp_files", arguments={"directory": "/var/tmp"})]
-    assert ChatCompletions.requests[0]["tools"] == [DELETE_TEMP_FILES.schema()]
+    assert fake_openai.requests[0]["tools"] == [DELETE_TEMP_FILES.schema()]
+
+
+def test_openai_model_gives_reasoning_and_the_tokens_used(fake_openai):
+    fake_openai.answer(Answer(text="42", reasoning="six times seven", usage={"input": 12, "output": 5, "reasoning": 3}))
+    model = OpenAIChat("local-model", base_url=fake_openai.url)
+
+    pieces = list(model.stream([user("why?")], (), context()))
+
+    assert pieces == [
+        Reasoning("six times seven"),
+        "4",
+        "2",
+        Usage(input_tokens=12, output_tokens=5, total_tokens=17, reasoning_tokens=3),
+    ]
+
+
+def test_openai_model_sends_its_options_and_the_key_of_its_variable(fake_openai, monkeypatch):
+    monkeypatch.setenv("CRM_MODEL_KEY", "sk-from-env")
+    model = OpenAIChat(
+        "local-model",
+        base_url=fake_openai.url,
+        api_key_env="CRM_MODEL_KEY",
+        temperature=0.2,
+        max_tokens=64,
+        extra_headers={"X-Team": "support"},
+    )
+
+    list(model.stream([user("hi")], (), context()))
+
+    request = fake_openai.requests[0]
+    assert (request["auth"], request["temperature"], request["max_tokens"]) == ("Bearer sk-from-env", 0.2, 64)
+    assert request["headers"]["x-team"] == "support"
+
+
+def test_a_request_the_provider_refuses_is_a_permanent_error_with_its_message(fake_openai):
+    fake_openai.answer(Answer(status=400, error="This model's maximum context length is 8192 tokens"))
+    model = OpenAIChat("local-model", base_url=fake_openai.url)
+
+    with pytest.raises(PermanentRunError) as refused:
+        list(model.stream([user("hi")], (), context()))
+
+    assert str(refused.value) == (
+        "The model's provider refused the request (400): This model's maximum context length is 8192 tokens"
+    )
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_a_rate_limit_or_a_server_error_is_retried_then_left_to_the_runs_attempts(fake_openai, status):
+    fake_openai.answer(Answer(status=status, error="busy"), Answer(text="at last"))
+    patient = OpenAIChat("local-model", base_url=fake_openai.url, max_retries=1)
+
+    assert "".join(list(patient.stream([user("hi")], (), context()))) == "at last"
+
+    fake_openai.answer(Answer(status=status, error="busy"))
+    hasty = OpenAIChat("local-model", base_url=fake_openai.url, max_retries=0)
+    with pytest.raises(Exception) as failed:
+        list(hasty.stream([user("hi")], (), context()))
+    assert not isinstance(failed.value, PermanentRunError), "retryable: the run's queue attempts apply"
+    assert getattr(failed.value, "status_code", None) == status
