@@ -1,0 +1,1 @@
+"""Runnable examples of a user's components (docs/components.md)."""
