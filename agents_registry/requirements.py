@@ -99,12 +99,18 @@ class Answers:
         return sent[0] if sent else "tools"
 
     def confirmations(self) -> dict[str, object]:
-        """`confirmed` per tool_call_id, as the client set it (not checked here), from every field sent.
+        """`confirmed` per tool_call_id, as the client set it (not checked here): see `by_call`."""
+        return {call: answer["confirmed"] for call, answer in self.by_call().items()}
 
-        A requirement's answer is its tool execution's `confirmed`, else its own `confirmation`, as AgentOS'
-        `RunRequirement.from_dict` reads it. Raises `AnswerInvalid` for an entry that names no tool call.
+    def by_call(self) -> dict[str, dict]:
+        """Per tool_call_id, what the client answered, from every field sent (not checked here): `confirmed`, the
+        `result` of a call it ran itself (external execution), and the `user_input` values it filled in.
+
+        A requirement's answer is its tool execution's, else its own (`confirmation`, `external_execution_result`,
+        `user_input_schema`), as AgentOS' `RunRequirement.from_dict` reads it. Raises `AnswerInvalid` for an entry
+        that names no tool call.
         """
-        found: dict[str, object] = {}
+        found: dict[str, dict] = {}
         for tool in self.tools or []:
             found.update(_tool_answer(tool, "tools", "each tool must be an object with its tool_call_id"))
         for requirement in self.requirements or []:
@@ -117,15 +123,29 @@ class Answers:
         return found
 
 
-def _tool_answer(tool, field: str, refusal: str) -> dict[str, object]:
+def _tool_answer(tool, field: str, refusal: str) -> dict[str, dict]:
     if not isinstance(tool, dict) or not isinstance(tool.get("tool_call_id"), str):
         raise AnswerInvalid(field, refusal)
-    return {tool["tool_call_id"]: tool.get("confirmed")}
+    answer = {"confirmed": tool.get("confirmed"), "result": tool.get("result"), "user_input": _values(tool)}
+    return {tool["tool_call_id"]: answer}
 
 
-def _requirement_answer(requirement, field: str) -> dict[str, object]:
+def _requirement_answer(requirement, field: str) -> dict[str, dict]:
     refusal = "each requirement must be an object with its tool_execution's tool_call_id"
     if not isinstance(requirement, dict):
         raise AnswerInvalid(field, refusal)
-    [(call, confirmed)] = _tool_answer(requirement.get("tool_execution"), field, refusal).items()
-    return {call: requirement.get("confirmation") if confirmed is None else confirmed}
+    [(call, answer)] = _tool_answer(requirement.get("tool_execution"), field, refusal).items()
+    if answer["confirmed"] is None:
+        answer["confirmed"] = requirement.get("confirmation")
+    if answer["result"] is None:
+        answer["result"] = requirement.get("external_execution_result")
+    answer["user_input"] = {**_values(requirement), **answer["user_input"]}
+    return {call: answer}
+
+
+def _values(holder: dict) -> dict:
+    """The values filled in a `user_input_schema` (fields without one left out)."""
+    fields = holder.get("user_input_schema")
+    if not isinstance(fields, list):
+        return {}
+    return {f["name"]: f["value"] for f in fields if isinstance(f, dict) and f.get("value") is not None and "name" in f}

@@ -78,8 +78,9 @@ def add_usage(metrics: dict, usage: Usage | dict | None) -> dict:
 
 
 def tool_execution(call: ToolCall, tool: Tool) -> dict:
-    """A pending call in AgentOS' ToolExecution shape."""
-    return {
+    """A call in AgentOS' ToolExecution shape, with what a pause waits for: a confirmation, the client's result
+    (`external_execution_required`), or the values of its `user_input_schema`."""
+    execution = {
         "tool_call_id": call.id,
         "tool_name": call.name,
         "tool_args": call.arguments,
@@ -87,6 +88,11 @@ def tool_execution(call: ToolCall, tool: Tool) -> dict:
         "confirmed": None,
         "result": None,
     }
+    if tool.external_execution:
+        execution["external_execution_required"] = True
+    if tool.requires_user_input:
+        execution.update(requires_user_input=True, user_input_schema=tool.user_input_schema(), answered=None)
+    return execution
 
 
 def run_tool(tool: Tool, execution: dict, ctx: RunContext, kind: str, fields: dict | None = None) -> dict:
@@ -108,7 +114,8 @@ def run_tool(tool: Tool, execution: dict, ctx: RunContext, kind: str, fields: di
 def apply_decisions(
     agent, messages: list[dict], decided: list[dict], ctx: RunContext, kind: str, fields: dict | None = None
 ) -> list[dict]:
-    """The paused leg's messages with each decided call run (confirmed) or reported as rejected; a cancelled run
+    """The paused leg's messages with each decided call answered: run once confirmed (with the user's input
+    filled in), its result as the client gave it (external execution), or reported as rejected; a cancelled run
     runs no further tool."""
     messages = list(messages)
     applying = False
@@ -116,14 +123,24 @@ def apply_decisions(
         tool = agent.tool(execution["tool_name"])
         if ctx.cancelled():
             break
-        if execution.get("confirmed") is True:
+        if execution.get("external_execution_required"):
+            done = {**execution, "result": execution["result"]}
+            ctx.emit(event_name(kind, "tool_completed"), {"tool": done, "content": done["result"], **(fields or {})})
+            messages.append({"role": "tool", "tool_call_id": execution["tool_call_id"], "content": done["result"]})
+        elif execution.get("confirmed") is True or execution.get("requires_user_input"):
             if not applying:
                 ctx.applying_tools()
                 applying = True
-            messages.append(run_tool(tool, execution, ctx, kind, fields))
+            messages.append(run_tool(tool, with_user_input(execution), ctx, kind, fields))
         else:
             messages.append({"role": "tool", "tool_call_id": execution["tool_call_id"], "content": REJECTED})
     return messages
+
+
+def with_user_input(execution: dict) -> dict:
+    """The call with the values the user filled in as its arguments."""
+    values = {field["name"]: field["value"] for field in execution.get("user_input_schema") or []}
+    return {**execution, "tool_args": {**execution["tool_args"], **values}} if values else execution
 
 
 def agent_turns(agent, messages: list[dict], ctx: RunContext, kind: str, fields: dict | None = None) -> RunResult:
@@ -153,7 +170,7 @@ def agent_turns(agent, messages: list[dict], ctx: RunContext, kind: str, fields:
         for call in calls:
             tool = agent.tool(call.name)
             execution = tool_execution(call, tool)
-            if tool.requires_confirmation:
+            if tool.pauses:
                 pending.append(execution)
             else:
                 messages.append(run_tool(tool, execution, ctx, kind, fields))

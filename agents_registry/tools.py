@@ -21,6 +21,8 @@ from .tool_schema import arguments_model, context_parameter, describe, parameter
 
 REJECTED = "The user rejected this tool call; it was not executed."
 ON_ERROR = ("report", "fail")
+# A JSON schema type as AgentOS' `UserInputField` names it (Python's type names)
+_FIELD_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "array": "list"}
 
 
 class ToolFailed(Exception):
@@ -35,6 +37,11 @@ class Tool:
     function: Callable[..., object]
     requires_confirmation: bool = False
     on_error: str = "report"
+    # The two other pauses: the client runs the tool and sends its result (`external_execution`), or fills in the
+    # `user_input_fields` (all the parameters when none are named), which the model is not asked for.
+    external_execution: bool = False
+    requires_user_input: bool = False
+    user_input_fields: tuple[str, ...] = ()
     # The pydantic model a call's arguments are validated with (`@tool`), and the parameter the run's context is
     # passed as; a `Tool` written out has neither and is called with the arguments as they came.
     arguments: type[pydantic.BaseModel] | None = None
@@ -43,17 +50,51 @@ class Tool:
     def __post_init__(self):
         if self.on_error not in ON_ERROR:
             raise ValueError(f"tool {self.name}: on_error must be one of {ON_ERROR}, not {self.on_error!r}")
+        if sum((self.requires_confirmation, self.external_execution, self.requires_user_input)) > 1:
+            raise ValueError(f"tool {self.name}: pauses for one thing only (confirmation, external execution or input)")
+        if self.requires_user_input:
+            named = tuple(self.user_input_fields) or tuple(self.parameters.get("properties", {}))
+            unknown = [name for name in named if name not in self.parameters.get("properties", {})]
+            if unknown:
+                raise ValueError(f"tool {self.name}: user_input_fields names no parameter {unknown[0]!r}")
+            object.__setattr__(self, "user_input_fields", named)
+
+    @property
+    def pauses(self) -> bool:
+        """Whether a call waits for the client: to be confirmed, run by the client, or completed with its input."""
+        return self.requires_confirmation or self.external_execution or self.requires_user_input
 
     def __call__(self, *args, **kwargs):
         """The function itself, as written (for a user's unit tests)."""
         return self.function(*args, **kwargs)
 
     def schema(self) -> dict:
-        """The OpenAI `tools` entry for this tool."""
+        """The OpenAI `tools` entry for this tool: without the parameters the user fills in."""
+        parameters = self.parameters
+        if self.requires_user_input:
+            asked = set(self.user_input_fields)
+            properties = {k: v for k, v in parameters.get("properties", {}).items() if k not in asked}
+            required = [name for name in parameters.get("required", []) if name not in asked]
+            parameters = {**parameters, "properties": properties, "required": required}
         return {
             "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+            "function": {"name": self.name, "description": self.description, "parameters": parameters},
         }
+
+    def user_input_schema(self) -> list[dict] | None:
+        """The fields the user fills in, as AgentOS' `UserInputField.to_dict()` gives them (no value yet)."""
+        if not self.requires_user_input:
+            return None
+        properties = self.parameters.get("properties", {})
+        return [
+            {
+                "name": name,
+                "field_type": _FIELD_TYPES.get(properties[name].get("type"), "str"),
+                "description": properties[name].get("description"),
+                "value": None,
+            }
+            for name in self.user_input_fields
+        ]
 
     def call(self, arguments: dict, ctx: RunContext | None = None) -> str:
         """Run the function with `arguments` (validated first) and the run's context; its result as text.
@@ -111,11 +152,15 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     requires_confirmation: bool = False,
+    external_execution: bool = False,
+    requires_user_input: bool = False,
+    user_input_fields: list[str] | tuple[str, ...] = (),
     on_error: str = "report",
 ):
     """Make a tool of a plain typed function: its name, its docstring for the description and the `Args:` lines
     for its parameters', the parameter schema from its type hints. Usable bare (`@tool`) or with options
-    (`@tool(requires_confirmation=True)`). The result stays callable as the function."""
+    (`@tool(requires_confirmation=True)`, `external_execution`, `requires_user_input` with `user_input_fields`).
+    The result stays callable as the function."""
 
     def make(function: Callable) -> Tool:
         summary, described = describe(function)
@@ -127,6 +172,9 @@ def tool(
             parameters=parameters_schema(model),
             function=function,
             requires_confirmation=requires_confirmation,
+            external_execution=external_execution,
+            requires_user_input=requires_user_input,
+            user_input_fields=tuple(user_input_fields),
             on_error=on_error,
             arguments=model,
             context_parameter=context_parameter(function),

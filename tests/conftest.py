@@ -172,6 +172,15 @@ class WorkerProcess(ChildProcess):
         return self
 
 
+@pytest.fixture(scope="session")
+def run():
+    """Run a coroutine of Agno's client to its end, on the one event loop of the test session: the client keeps one
+    httpx client for the process, bound to the loop it first ran on."""
+    loop = asyncio.new_event_loop()
+    yield loop.run_until_complete
+    loop.close()
+
+
 @pytest.fixture
 def fake_openai():
     """A fake OpenAI-compatible server of the test's own (`tests/fake_openai.py`); script it with `answer`."""

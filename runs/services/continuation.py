@@ -95,11 +95,12 @@ def _continuable(run: Run, *, background: bool, stream: bool) -> bool:
 
 
 def decisions(*, pending: list[dict], answers: Answers, kind: str) -> list[dict]:
-    """The pending calls with the client's `confirmed` (and, for a confirmed one, nothing else of theirs).
+    """The pending calls with the client's answers: `confirmed` for a call to confirm, the `result` of a call the
+    client ran (external execution), the values of a call's `user_input_schema` (nothing else of theirs).
 
-    Every pending call must be answered, by `tool_call_id`, with `confirmed` true or false, in any of the shapes
-    AgentOS clients send (`Answers`: tool executions, requirements, step requirements); extra fields of theirs
-    (AgentOS clients send whole objects) are ignored. Without any answer, the field `kind` answers with is missing.
+    Every pending call must be answered, by `tool_call_id`, in any of the shapes AgentOS clients send (`Answers`:
+    tool executions, requirements, step requirements); extra fields of theirs (AgentOS clients send whole objects)
+    are ignored. Without any answer, the field `kind` answers with is missing.
     """
     if not answers.sent:
         field = ANSWER_FIELD[kind]
@@ -107,13 +108,24 @@ def decisions(*, pending: list[dict], answers: Answers, kind: str) -> list[dict]
             [{"type": "missing", "loc": ["body", field], "msg": "This field is required.", "input": None}]
         )
     try:
-        confirmations = answers.confirmations()
+        given = answers.by_call()
     except AnswerInvalid as refusal:
         raise _invalid(str(refusal), refusal.field) from None
-    decided = []
-    for call in pending:
-        confirmed = confirmations.get(call["tool_call_id"])
-        if not isinstance(confirmed, bool):
-            raise _invalid(f"tool call {call['tool_call_id']} needs confirmed true or false", answers.field)
-        decided.append({**call, "confirmed": confirmed})
-    return decided
+    return [_decided(call, given.get(call["tool_call_id"]) or {}, answers.field) for call in pending]
+
+
+def _decided(call: dict, answer: dict, field: str) -> dict:
+    if call.get("external_execution_required"):
+        if not isinstance(answer.get("result"), str):
+            raise _invalid(f"tool call {call['tool_call_id']} needs its result (the client executes it)", field)
+        return {**call, "result": answer["result"]}
+    if call.get("requires_user_input"):
+        values = answer.get("user_input") or {}
+        missing = [f["name"] for f in call.get("user_input_schema") or [] if values.get(f["name"]) is None]
+        if missing:
+            raise _invalid(f"tool call {call['tool_call_id']} needs a value for {missing[0]}", field)
+        schema = [{**f, "value": values[f["name"]]} for f in call["user_input_schema"]]
+        return {**call, "user_input_schema": schema, "answered": True}
+    if not isinstance(answer.get("confirmed"), bool):
+        raise _invalid(f"tool call {call['tool_call_id']} needs confirmed true or false", field)
+    return {**call, "confirmed": answer["confirmed"]}

@@ -97,3 +97,34 @@ def test_an_answer_naming_no_tool_call_is_refused_naming_its_field(answers, fiel
 
     assert refused.value.field == field
     assert str(refused.value).startswith(message)
+
+
+EXTERNAL = {**CALL, "tool_call_id": "call_2", "requires_confirmation": False, "external_execution_required": True}
+ASKS = {
+    **CALL,
+    "tool_call_id": "call_3",
+    "requires_confirmation": False,
+    "requires_user_input": True,
+    "user_input_schema": [{"name": "date", "field_type": "str", "description": None, "value": None}],
+    "answered": None,
+}
+
+
+def test_the_other_pauses_are_read_by_agnos_client_and_answered_through_its_helpers():
+    external, asks = (RunRequirement.from_dict(r) for r in run_requirements([EXTERNAL, ASKS]))
+
+    assert (external.pause_type, external.needs_external_execution) == ("external_execution", True)
+    assert (asks.pause_type, asks.needs_user_input, asks.user_input_schema[0].name) == ("user_input", True, "date")
+    external.set_external_execution_result("sent")
+    asks.provide_user_input({"date": "2026-12-24"})
+
+    by_requirement = Answers(requirements=[external.to_dict(), asks.to_dict()]).by_call()
+    by_tool = Answers(tools=[external.tool_execution.to_dict(), asks.tool_execution.to_dict()]).by_call()
+    assert (
+        by_requirement
+        == by_tool
+        == {
+            "call_2": {"confirmed": None, "result": "sent", "user_input": {}},
+            "call_3": {"confirmed": None, "result": None, "user_input": {"date": "2026-12-24"}},
+        }
+    )

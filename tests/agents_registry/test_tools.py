@@ -243,3 +243,38 @@ def test_an_agent_that_keeps_calling_tools_stops_after_its_max_model_turns(make_
     with pytest.raises(PermanentRunError, match="Agent loop called tools 3 times without answering"):
         agent.run(RunRequest(message="go"), make_context())
     assert len(model.prompts) == 3
+
+
+def test_a_tool_that_asks_for_input_hides_those_fields_from_the_model_and_describes_them_to_the_user():
+    @tool(requires_user_input=True, user_input_fields=["date"])
+    def book_visit(city: str, date: str, hour: int = 9) -> str:
+        """Book a visit.
+
+        Args:
+            date: The day the customer chooses.
+        """
+        return f"{city} {date} {hour}"
+
+    assert book_visit.schema()["function"]["parameters"] == {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"city": {"type": "string"}, "hour": {"type": "integer", "default": 9}},
+        "required": ["city"],
+    }
+    assert book_visit.user_input_schema() == [
+        {"name": "date", "field_type": "str", "description": "The day the customer chooses.", "value": None}
+    ]
+    everything = tool(book_visit.function, requires_user_input=True)
+    assert everything.user_input_fields == ("city", "date", "hour")
+
+
+@pytest.mark.parametrize(
+    ("options", "refusal"),
+    [
+        ({"requires_confirmation": True, "external_execution": True}, "pauses for one thing only"),
+        ({"requires_user_input": True, "user_input_fields": ["day"]}, "user_input_fields names no parameter 'day'"),
+    ],
+)
+def test_pause_options_that_cannot_hold_are_refused_when_the_tool_is_made(options, refusal):
+    with pytest.raises(ValueError, match=f"tool failing_lookup: {refusal}"):
+        tool(failing_lookup, **options)

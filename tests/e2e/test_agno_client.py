@@ -5,7 +5,6 @@ requirements, confirm them, continue with them (CONTRACT 11)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import pytest
@@ -29,14 +28,6 @@ from tests.conftest import HITL_AGENT, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DELETE = "please delete scratch sleep=0"
-
-
-@pytest.fixture(scope="module")
-def run():
-    """One event loop for the module: agno's client keeps one httpx client for the process, bound to its loop."""
-    loop = asyncio.new_event_loop()
-    yield loop.run_until_complete
-    loop.close()
 
 
 @pytest.fixture

@@ -3,8 +3,6 @@ client against a fake OpenAI-compatible server: a tool, a refund confirmed by a 
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from agno.client import AgentOSClient
 from agno.run.agent import (
@@ -22,7 +20,7 @@ from ..fake_openai import Answer
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_the_example_runs_streams_pauses_for_a_refund_and_continues_with_agnos_client(start_serve, fake_openai):
+def test_the_example_runs_streams_pauses_for_a_refund_and_continues_with_agnos_client(start_serve, fake_openai, run):
     fake_openai.answer(
         Answer(tool_calls=[("call_1", "look_up_order", {"code": "a1"})], usage={"input": 90, "output": 12}),
         Answer(tool_calls=[("call_2", "refund", {"code": "A1", "amount": 42})], usage={"input": 130, "output": 15}),
@@ -32,7 +30,6 @@ def test_the_example_runs_streams_pauses_for_a_refund_and_continues_with_agnos_c
         AGENTOS_COMPONENTS="examples.support_desk", OPENAI_BASE_URL=fake_openai.url, OPENAI_API_KEY="sk-test"
     )
     client = AgentOSClient(base_url=serve.url)
-    loop = asyncio.new_event_loop()
 
     async def first_leg():
         asked = client.run_agent_stream("support", "Refund my order A1, please", session_id="desk-1", background="true")
@@ -43,15 +40,12 @@ def test_the_example_runs_streams_pauses_for_a_refund_and_continues_with_agnos_c
         continuing = client.continue_agent_run_stream("support", run_id, tools, session_id="desk-1", background="true")
         return [event async for event in continuing]
 
-    try:
-        before = loop.run_until_complete(first_leg())
-        paused = before[-1]
-        requirements = paused.active_requirements
-        for requirement in requirements:
-            requirement.confirm()
-        after = loop.run_until_complete(second_leg(paused.run_id, requirements))
-    finally:
-        loop.close()
+    before = run(first_leg())
+    paused = before[-1]
+    requirements = paused.active_requirements
+    for requirement in requirements:
+        requirement.confirm()
+    after = run(second_leg(paused.run_id, requirements))
 
     assert type(paused) is RunPausedEvent
     assert [(r.tool_execution.tool_name, r.tool_execution.tool_args) for r in requirements] == [

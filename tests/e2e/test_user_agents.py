@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from agno.client import AgentOSClient
+from agno.run.agent import RunCompletedEvent, RunContinuedEvent, RunPausedEvent
 
 from runs.models import AgentSession, RunEvent
 
@@ -74,3 +76,69 @@ def test_the_model_sees_the_last_two_runs_and_never_the_instructions_as_history(
         {"role": "assistant", "content": "three"},
         {"role": "user", "content": "fourth"},
     ]
+
+
+def streamed_with_agnos_client(run, serve, session_id: str, message: str, answer) -> tuple[list, list]:
+    """Run `message` on the shop agent streamed with Agno's client until it pauses, let `answer` resolve each of
+    its active requirements, continue it streamed; the two legs' events."""
+    client = AgentOSClient(base_url=serve.url)
+
+    async def first_leg():
+        return [e async for e in client.run_agent_stream("shop", message, session_id=session_id, background="true")]
+
+    async def second_leg(run_id, tools):
+        continuing = client.continue_agent_run_stream("shop", run_id, tools, session_id=session_id, background="true")
+        return [event async for event in continuing]
+
+    before = run(first_leg())
+    requirements = before[-1].active_requirements
+    for requirement in requirements:
+        answer(requirement)
+    return before, run(second_leg(before[-1].run_id, [requirement.tool_execution for requirement in requirements]))
+
+
+def test_a_tool_the_client_executes_pauses_the_run_until_its_result_comes_back(start_serve, fake_openai, run):
+    fake_openai.answer(
+        Answer(tool_calls=[("call_9", "send_invoice", {"code": "A1", "email": "ana@example.com"})]),
+        Answer(text="The invoice is on its way."),
+    )
+    serve = start_serve(AGENTOS_COMPONENTS=f"{MODULE}:with_pauses", FAKE_OPENAI_URL=fake_openai.url)
+    asked = []
+
+    def run_it_ourselves(requirement):
+        asked.append((requirement.needs_external_execution, requirement.tool_execution.tool_args))
+        requirement.set_external_execution_result("sent as mail #42")
+
+    before, after = streamed_with_agnos_client(run, serve, "shop-3", "mail me the invoice of A1", run_it_ourselves)
+
+    assert type(before[-1]) is RunPausedEvent
+    assert asked == [(True, {"code": "A1", "email": "ana@example.com"})]
+    assert (type(after[0]), type(after[-1]), after[-1].content) == (
+        RunContinuedEvent,
+        RunCompletedEvent,
+        "The invoice is on its way.",
+    )
+    told = [m for m in fake_openai.requests[1]["messages"] if m["role"] == "tool"]
+    assert told == [{"role": "tool", "tool_call_id": "call_9", "content": "sent as mail #42"}]
+
+
+def test_a_tool_that_asks_the_user_for_input_runs_with_the_values_they_give(start_serve, fake_openai, run):
+    fake_openai.answer(
+        Answer(tool_calls=[("call_5", "book_visit", {"city": "Lyon"})]), Answer(text="Booked for Christmas Eve.")
+    )
+    serve = start_serve(AGENTOS_COMPONENTS=f"{MODULE}:with_pauses", FAKE_OPENAI_URL=fake_openai.url)
+    asked = []
+
+    def fill_in(requirement):
+        asked.append([(field.name, field.description) for field in requirement.user_input_schema])
+        requirement.provide_user_input({"date": "2026-12-24"})
+
+    before, after = streamed_with_agnos_client(run, serve, "shop-4", "book a visit in Lyon", fill_in)
+
+    offered = next(t for t in fake_openai.requests[0]["tools"] if t["function"]["name"] == "book_visit")
+    assert offered["function"]["parameters"]["properties"] == {"city": {"type": "string", "description": "Where."}}
+    assert type(before[-1]) is RunPausedEvent
+    assert asked == [[("date", "The day the customer chooses.")]]
+    assert after[-1].content == "Booked for Christmas Eve."
+    told = [m["content"] for m in fake_openai.requests[1]["messages"] if m["role"] == "tool"]
+    assert told == ["visit booked in Lyon on 2026-12-24 for shop-4"]

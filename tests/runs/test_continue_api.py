@@ -11,6 +11,10 @@ from agno.run.requirement import RunRequirement
 from django.db.models import F
 
 from agentos_project.conf import current
+from agents_registry.chat_models import ToolCall
+from agents_registry.components import Agent
+from agents_registry.registry import registry
+from agents_registry.tools import tool
 from queueing.models import Ticket
 from queueing.seam import get_executor
 from queueing.settle import settle_attempt
@@ -315,3 +319,73 @@ def test_a_run_whose_cancel_came_as_its_leg_paused_cannot_be_continued_and_runs_
         "RunStarted",
         "RunCancelled",
     ], "no tool ran, and no pause was told"
+
+
+class AskingModel:
+    """Asks for one call of `name`, then answers `done` once it has a tool result."""
+
+    id, provider = "asking-model", "test"
+
+    def __init__(self, name: str, arguments: dict):
+        self.name, self.arguments = name, arguments
+
+    def stream(self, messages, tools, ctx):
+        if messages[-1]["role"] == "tool":
+            yield f"done: {messages[-1]['content']}"
+            return
+        yield ToolCall(id="call_x", name=self.name, arguments=self.arguments)
+
+
+@tool(external_execution=True)
+def send_invoice(code: str) -> str:
+    """Send an invoice (the client does)."""
+    raise AssertionError("never run here")
+
+
+@tool(requires_user_input=True, user_input_fields=["date"])
+def book_visit(city: str, date: str) -> str:
+    """Book a visit."""
+    return f"booked {city} {date}"
+
+
+@pytest.mark.parametrize(
+    ("pausing", "arguments", "missing", "answered", "content"),
+    [
+        (send_invoice, {"code": "A1"}, "needs its result (the client executes it)", {"result": "sent #4"}, "sent #4"),
+        (
+            book_visit,
+            {"city": "Lyon"},
+            "needs a value for date",
+            {"user_input_schema": [{"name": "date", "value": "2026-12-24"}]},
+            "booked Lyon 2026-12-24",
+        ),
+    ],
+    ids=["external execution", "user input"],
+)
+def test_the_other_pauses_need_their_answer_then_continue_with_it(
+    api, redis_db, pausing, arguments, missing, answered, content
+):
+    agent = registry.register(
+        Agent(id="asking", name="Asking", model=AskingModel(pausing.name, arguments), tools=[pausing])
+    )
+    try:
+        run_id = accept_run(session_id=f"ct-{pausing.name}", component="asking")
+        assert worker_execute(ticket_id=run_id) is True
+        before = snapshot(run_id)
+        prefix = f"/agents/asking/runs/{run_id}/continue"
+        fields = {"background": "true", "stream": "false", "session_id": f"ct-{pausing.name}"}
+
+        refused = api.post(prefix, {**fields, "tools": json.dumps([{"tool_call_id": "call_x"}])}, format="multipart")
+        assert (refused.status_code, [e["msg"] for e in refused.json()["detail"]]) == (
+            422,
+            [f"tool call call_x {missing}"],
+        )
+        assert snapshot(run_id) == before
+
+        answer = json.dumps([{"tool_call_id": "call_x", **answered}])
+        assert api.post(prefix, {**fields, "tools": answer}, format="multipart").status_code == 202
+        assert worker_execute(ticket_id=run_id) is True
+    finally:
+        registry.unregister(agent.kind, agent.id)
+
+    assert (Run.objects.get(pk=run_id).status, Run.objects.get(pk=run_id).content) == ("COMPLETED", f"done: {content}")
