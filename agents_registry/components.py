@@ -7,7 +7,7 @@ import dataclasses
 from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, TEAM, WORKFLOW, event_name
 from .requirements import of_member, run_requirements, step_requirement
-from .runloop import Progress, add_usage, agent_turns, apply_decisions, model_turn, run_agent
+from .runloop import Progress, add_usage, agent_turns, apply_decisions, run_agent
 from .tools import Tool, as_tool
 
 
@@ -96,8 +96,9 @@ class Team(Component):
         return self.leader.model_info
 
     def run(self, request: RunRequest, ctx: RunContext) -> RunResult:
-        """The members in turn, then the leader. A member's tool that needs confirmation pauses the team
-        (`TeamRunPaused`, its requirements naming that member); the continue resumes that member, then the rest."""
+        """The members in turn, then the leader, with its own tools and instructions. A member's tool, or the
+        leader's, that needs the client pauses the team (`TeamRunPaused`, a member's requirements naming it); the
+        continue resumes there, then goes on."""
         model = self.leader.model
         messages = [{"role": "user", "content": request.message}]
         progress = Progress.read(request)
@@ -123,17 +124,34 @@ class Team(Component):
                 return RunResult(RunResult.CANCELLED, "", messages, ctx.session_state)
             if result.status == RunResult.PAUSED:
                 asked = of_member(result.requirements, member_id=member.id, member_name=member.name)
-                ctx.emit(event_name(TEAM, "paused"), {"tools": result.tools, "requirements": asked})
-                state = Progress(index, answers, result.messages).record()
-                return RunResult(RunResult.PAUSED, "", [state], ctx.session_state, tools=result.tools)
+                return self._paused(index, answers, result, asked, ctx)
             answers.append({"role": "assistant", "name": member.id, "content": result.content})
-        turn = model_turn(model, self.leader.system_messages() + ctx.history + messages + answers, (), ctx, TEAM)
-        text, metrics = turn.text, add_usage(metrics, turn.usage)
-        if ctx.cancelled():
+        return self._lead(request, progress, messages, answers, metrics, ctx)
+
+    def _lead(self, request, progress, messages: list, answers: list, metrics: dict, ctx: RunContext) -> RunResult:
+        """The leader's answer, seeing the members'; with its tools, it may pause the team as a member does."""
+        lead = len(self.members)
+        if progress.index == lead and progress.messages:  # the leader itself paused: its calls are decided now
+            leading = apply_decisions(self.leader, progress.messages, request.decided_tools, ctx, TEAM)
+        else:
+            leading = messages + answers
+        result = agent_turns(self.leader, leading, ctx, TEAM)
+        metrics = add_usage(metrics, result.metrics)
+        if result.status == RunResult.PAUSED:
+            return self._paused(lead, answers, result, run_requirements(result.tools), ctx)
+        text = result.content
+        if result.status == RunResult.CANCELLED:
             return RunResult(RunResult.CANCELLED, text, messages, ctx.session_state, metrics=metrics)
-        messages.append({"role": "assistant", "content": text})
+        messages = [*messages, {"role": "assistant", "content": text}]
         ctx.emit(event_name(TEAM, "completed"), {"content": text, "metrics": metrics})
         return RunResult(RunResult.COMPLETED, text, messages, ctx.session_state, metrics=metrics)
+
+    @staticmethod
+    def _paused(index: int, answers: list, result: RunResult, asked: list[dict], ctx: RunContext) -> RunResult:
+        """The team paused where member (or, past the last, the leader) `index` waits on `asked`."""
+        ctx.emit(event_name(TEAM, "paused"), {"tools": result.tools, "requirements": asked})
+        state = Progress(index, answers, result.messages).record()
+        return RunResult(RunResult.PAUSED, "", [state], ctx.session_state, tools=result.tools)
 
 
 @dataclasses.dataclass(frozen=True)

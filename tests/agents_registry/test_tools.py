@@ -11,7 +11,7 @@ import pydantic
 import pytest
 
 from agents_registry.chat_models import ToolCall
-from agents_registry.components import Agent
+from agents_registry.components import Agent, Team
 from agents_registry.context import PermanentRunError, RunContext, RunRequest
 from agents_registry.tools import Tool, ToolFailed, tool
 
@@ -278,3 +278,50 @@ def test_a_tool_that_asks_for_input_hides_those_fields_from_the_model_and_descri
 def test_pause_options_that_cannot_hold_are_refused_when_the_tool_is_made(options, refusal):
     with pytest.raises(ValueError, match=f"tool failing_lookup: {refusal}"):
         tool(failing_lookup, **options)
+
+
+def test_a_teams_leader_uses_its_own_tools_and_instructions_after_its_members(make_context, recorder):
+    member = Agent(id="m", name="M", model=Scripted("the order is A1"))
+    leader_model = Scripted([("open_ticket", {"title": "late A1"})], "ticket opened for A1")
+    leader = Agent(id="lead", name="Lead", model=leader_model, tools=[open_ticket], instructions="Decide.")
+    team = Team(id="desk", name="Desk", leader=leader, members=(member,))
+
+    result = team.run(RunRequest(message="my order is late"), make_context())
+
+    assert (result.status, result.content) == ("completed", "ticket opened for A1")
+    assert leader_model.prompts[0] == [
+        {"role": "system", "content": "Decide."},
+        {"role": "user", "content": "my order is late"},
+        {"role": "assistant", "name": "m", "content": "the order is A1"},
+    ]
+    assert [name for name in recorder.names if "Tool" in name] == ["TeamToolCallStarted", "TeamToolCallCompleted"]
+    assert result.messages == [
+        {"role": "user", "content": "my order is late"},
+        {"role": "assistant", "content": "ticket opened for A1"},
+    ]
+
+
+def test_a_leaders_tool_that_needs_confirmation_pauses_the_team_and_the_continue_runs_it(make_context, recorder):
+    @tool(requires_confirmation=True)
+    def refund(code: str) -> str:
+        """Refund an order."""
+        return f"refunded {code}"
+
+    leader_model = Scripted([("refund", {"code": "A1"})], "refunded, sorry for the wait")
+    member = Agent(id="m", name="M", model=Scripted("A1 is late"))
+    team = Team(
+        id="desk", name="Desk", leader=Agent(id="lead", name="L", model=leader_model, tools=[refund]), members=(member,)
+    )
+
+    paused = team.run(RunRequest(message="refund A1"), make_context())
+    [asked] = [fields for name, fields in recorder.events if name == "TeamRunPaused"]
+    decided = [{**call, "confirmed": True} for call in paused.tools]
+    continued = team.run(
+        RunRequest(message="refund A1", run_messages=paused.messages, decided_tools=decided), make_context()
+    )
+
+    assert (paused.status, [call["tool_name"] for call in paused.tools]) == ("paused", ["refund"])
+    assert "member_agent_id" not in asked["requirements"][0], "the leader asks, not a member"
+    assert (continued.status, continued.content) == ("completed", "refunded, sorry for the wait")
+    assert [m["content"] for m in leader_model.prompts[1] if m["role"] == "tool"] == ["refunded A1"]
+    assert len(member.model.prompts) == 1, "the members answered once, before the pause"
