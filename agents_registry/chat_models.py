@@ -151,8 +151,12 @@ class OpenAIChat:
         options = {"temperature": temperature, "max_tokens": max_tokens, "extra_headers": extra_headers}
         self.options = {name: value for name, value in options.items() if value is not None}
 
-    def stream(self, messages: Sequence[dict], tools: Sequence[Tool], ctx: RunContext) -> Iterator[str | ToolCall]:
+    def stream(
+        self, messages: Sequence[dict], tools: Sequence[Tool], ctx: RunContext, response_format: dict | None = None
+    ) -> Iterator[str | ToolCall]:
         options = {"tools": [tool.schema() for tool in tools]} if tools else {}
+        if response_format is not None:
+            options["response_format"] = response_format
         try:
             response = self.client.chat.completions.create(
                 model=self.id,

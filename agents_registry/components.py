@@ -45,12 +45,15 @@ class Component:
 class Agent(Component):
     """A model with tools and instructions. `tools` takes `Tool`s or plain typed functions (made tools as `@tool`
     makes them); `instructions` (a string or a list of them) go to the model as a system message on every call and
-    are never stored in the session's history; `max_model_turns` bounds the model calls of one leg."""
+    are never stored in the session's history; `max_model_turns` bounds the model calls of one leg; with
+    `output_schema` the answer is JSON of that schema, checked (`agents_registry.output`)."""
 
     model: object = None
     tools: tuple[Tool, ...] = ()
     instructions: str | tuple[str, ...] | None = None
     max_model_turns: int = 10
+    # A pydantic model or a JSON schema: the model is asked for JSON of it, and the run's content is that object.
+    output_schema: object = None
 
     kind = AGENT
 

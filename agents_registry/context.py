@@ -63,6 +63,7 @@ class RunResult:
     metrics: dict = dataclasses.field(default_factory=dict)
     requirements: list[dict] | None = None  # a paused agent's, as its pause event told them (`requirements`)
     reasoning: str = ""  # the model's reasoning behind its answer, when it streamed any
+    content_type: str = "str"  # else `content` is the JSON of the agent's output schema, named so
 
     COMPLETED = "completed"
     PAUSED = "paused"

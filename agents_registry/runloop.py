@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from .chat_models import Reasoning, ToolCall, Usage
 from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, event_name
+from .output import checked, response_format, schema_name
 from .requirements import run_requirements
 from .tools import REJECTED, Tool, ToolFailed
 
@@ -24,7 +25,13 @@ class Turn:
 
 
 def model_turn(
-    model, messages: Sequence[dict], tools: Sequence[Tool], ctx: RunContext, kind: str, fields: dict | None = None
+    model,
+    messages: Sequence[dict],
+    tools: Sequence[Tool],
+    ctx: RunContext,
+    kind: str,
+    fields: dict | None = None,
+    response_format: dict | None = None,
 ) -> Turn:
     """Stream one model answer, emitting a content event per chunk (reasoning too, as `reasoning_content`), all with
     `fields`; a model with `request_events` has the request told by its started and completed events."""
@@ -37,7 +44,8 @@ def model_turn(
     turn = Turn("", [])
     parts: list[str] = []
     reasoning: list[str] = []
-    for piece in model.stream(messages, tools, ctx):
+    asked = {"response_format": response_format} if response_format else {}  # only a model that can is asked
+    for piece in model.stream(messages, tools, ctx, **asked):
         if isinstance(piece, ToolCall):
             turn.calls.append(piece)
             continue
@@ -62,6 +70,11 @@ def model_turn(
 
 
 TOKENS = tuple(field.name for field in dataclasses.fields(Usage))
+
+
+def _response_format(agent) -> dict | None:
+    schema = getattr(agent, "output_schema", None)
+    return None if schema is None else response_format(schema)
 
 
 def add_usage(metrics: dict, usage: Usage | dict | None) -> dict:
@@ -150,7 +163,7 @@ def agent_turns(agent, messages: list[dict], ctx: RunContext, kind: str, fields:
     metrics: dict = {}
     for _ in range(agent.max_model_turns):
         prompt = agent.system_messages() + ctx.history + messages
-        turn = model_turn(agent.model, prompt, agent.tools, ctx, kind, fields)
+        turn = model_turn(agent.model, prompt, agent.tools, ctx, kind, fields, _response_format(agent))
         text, calls = turn.text, turn.calls
         metrics = add_usage(metrics, turn.usage)
         if ctx.cancelled():
@@ -165,6 +178,9 @@ def agent_turns(agent, messages: list[dict], ctx: RunContext, kind: str, fields:
         if not calls:
             result = RunResult(RunResult.COMPLETED, text, messages, ctx.session_state, metrics=metrics)
             result.reasoning = turn.reasoning
+            if getattr(agent, "output_schema", None) is not None:
+                result.content = checked(agent.output_schema, text)
+                result.content_type = schema_name(agent.output_schema)
             return result
         pending = []
         for call in calls:
@@ -198,7 +214,8 @@ def run_agent(
     result = agent_turns(agent, messages, ctx, kind, fields)
     if result.status == RunResult.COMPLETED:
         metrics = {**result.metrics, "duration": round(ctx.clock() - started, 6)}
-        completed = {"content": result.content, "metrics": metrics, **fields}
+        content = result.content if result.content_type == "str" else json.loads(result.content)
+        completed = {"content": content, "content_type": result.content_type, "metrics": metrics, **fields}
         if result.reasoning:
             completed["reasoning_content"] = result.reasoning
         ctx.emit(event_name(kind, "completed"), completed)

@@ -80,6 +80,8 @@ class Run(models.Model):
     queued = models.BooleanField(default=True)
     attempt = models.PositiveIntegerField(default=0)
     content = models.TextField(null=True, blank=True)
+    # What `content` holds when it is not text: the JSON of an agent's `output_schema` (its name), shown as an object.
+    content_type = models.CharField(max_length=120, null=True, blank=True)
     metrics = models.JSONField(null=True, blank=True)
     tools = models.JSONField(null=True, blank=True)
     run_messages = models.JSONField(default=list, blank=True)

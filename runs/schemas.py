@@ -38,7 +38,11 @@ class RunSerializer(serializers.Serializer):
     created_at = serializers.IntegerField(help_text="seconds since the epoch")
     input = RunInputSerializer()
     queue_attempt = serializers.IntegerField()
-    content = serializers.CharField(required=False, help_text="the answer, or the error of an errored run")
+    content = serializers.JSONField(
+        required=False,
+        help_text="the answer (an object when the agent has an output schema), or the error of an errored run",
+    )
+    content_type = serializers.CharField(required=False, help_text="the output schema's name, when content is one")
     events = ObjectListField(required=False, help_text="stored events (all but content chunks)")
     metrics = serializers.DictField(required=False)
     tools = ObjectListField(required=False, help_text="pending tool calls of a paused run")

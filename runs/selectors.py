@@ -126,7 +126,8 @@ def run_to_wire(run: Run, *, waiting_on: str | None = None) -> dict:
     events = [event.data for event in RunEvent.objects.filter(run_id=run.run_id).only("data")]
     paused = run.status == RunStatus.PAUSED
     optional = {
-        "content": run.content,
+        "content": run.content if run.content_type is None or run.content is None else json.loads(run.content),
+        "content_type": run.content_type,
         "events": events or None,
         "metrics": run.metrics,
         "tools": run.tools if paused else None,

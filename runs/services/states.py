@@ -141,6 +141,7 @@ def run_record_leg_calls(*, run_id, attempt: int, leg: LegResult, final: bool, f
         row.update(
             status=status,
             content=content,
+            content_type=None if result.content_type == "str" else result.content_type,
             metrics=json_or_null(storable(result.metrics)),
             tools=json_or_null(storable(result.tools)),
             run_messages=json.dumps(storable(result.messages or [])),
@@ -168,7 +169,7 @@ _RECORD_RESULT = Prepared(
     "agentos_record_result",
     f"""
     UPDATE {RUNS} SET next_event_index = %(next_event_index)s, status = %(status)s, content = %(content)s,
-           metrics = %(metrics)s, tools = %(tools)s, run_messages = %(run_messages)s,
+           content_type = %(content_type)s, metrics = %(metrics)s, tools = %(tools)s, run_messages = %(run_messages)s,
            cancellation_stage = %(cancellation_stage)s,
            completed_at = CASE WHEN %(completed)s THEN statement_timestamp() END,
            continued_tools = NULL  -- this leg applied them
@@ -176,6 +177,7 @@ _RECORD_RESULT = Prepared(
     """,
     {
         **_FENCE_TYPES,
+        "content_type": "text",
         "metrics": "jsonb",
         "tools": "jsonb",
         "run_messages": "jsonb",
@@ -187,7 +189,7 @@ _RECORD_ERROR = Prepared(  # final: the run ends ERROR; else it waits for its re
     "agentos_record_error",
     f"""
     UPDATE {RUNS} SET next_event_index = %(next_event_index)s, status = %(status)s, content = %(content)s,
-           completed_at = CASE WHEN %(final)s THEN statement_timestamp() END,
+           content_type = NULL, completed_at = CASE WHEN %(final)s THEN statement_timestamp() END,
            continued_tools = CASE WHEN %(final)s THEN NULL ELSE continued_tools END
     WHERE run_id = %(run_id)s AND attempt = %(attempt)s AND {FENCE_MATCHED}
     """,
@@ -240,7 +242,7 @@ _ENDING_TYPES = {"run_id": "uuid", "next_event_index": "int", "fence": "text"}
 _END_UNEXECUTED = Prepared(
     "agentos_end_unexecuted",
     f"""
-    UPDATE {RUNS} SET status = %(status)s, content = %(content)s, cancellation_stage = %(stage)s,
+    UPDATE {RUNS} SET status = %(status)s, content = %(content)s, content_type = NULL, cancellation_stage = %(stage)s,
            completed_at = statement_timestamp(), next_event_index = %(next_event_index)s
     WHERE run_id = %(run_id)s AND {FENCE_MATCHED}
     """,
@@ -267,7 +269,13 @@ def run_reset_pending(*, run_id, requeued: bool = False) -> None:
     after them, and its streams go on past the old end (`runs.events.streams.Tail`)."""
     fields = {"cancel_requested_at": None} if requeued else {}
     Run.objects.filter(pk=run_id).update(
-        status=RunStatus.PENDING, content=None, tools=None, cancellation_stage=None, completed_at=None, **fields
+        status=RunStatus.PENDING,
+        content=None,
+        content_type=None,
+        tools=None,
+        cancellation_stage=None,
+        completed_at=None,
+        **fields,
     )
     if requeued:
         transaction.on_commit(lambda: cancel_signal.cancel_clear(run_id))

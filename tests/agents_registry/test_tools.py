@@ -13,6 +13,7 @@ import pytest
 from agents_registry.chat_models import ToolCall
 from agents_registry.components import Agent, Team
 from agents_registry.context import PermanentRunError, RunContext, RunRequest
+from agents_registry.output import OutputInvalid, checked, schema_name
 from agents_registry.tools import Tool, ToolFailed, tool
 
 
@@ -167,9 +168,11 @@ class Scripted:
     def __init__(self, *turns):
         self.turns = list(turns)
         self.prompts: list[list[dict]] = []
+        self.formats: list[dict | None] = []
 
-    def stream(self, messages, tools, ctx):
+    def stream(self, messages, tools, ctx, response_format=None):
         self.prompts.append(list(messages))
+        self.formats.append(response_format)
         turn = self.turns.pop(0)
         if isinstance(turn, str):
             yield turn
@@ -325,3 +328,51 @@ def test_a_leaders_tool_that_needs_confirmation_pauses_the_team_and_the_continue
     assert (continued.status, continued.content) == ("completed", "refunded, sorry for the wait")
     assert [m["content"] for m in leader_model.prompts[1] if m["role"] == "tool"] == ["refunded A1"]
     assert len(member.model.prompts) == 1, "the members answered once, before the pause"
+
+
+class Refund(pydantic.BaseModel):
+    code: str
+    amount: float
+
+
+def test_an_output_schema_asks_the_model_for_it_and_makes_the_content_its_json(make_context, recorder):
+    model = Scripted('{"code": "A1", "amount": 42}')
+    agent = Agent(id="o", name="O", model=model, output_schema=Refund)
+
+    result = agent.run(RunRequest(message="refund A1"), make_context())
+
+    assert (result.content, result.content_type) == ('{"code":"A1","amount":42.0}', "Refund")
+    assert model.formats == [
+        {"type": "json_schema", "json_schema": {"name": "Refund", "schema": Refund.model_json_schema()}}
+    ]
+    [completed] = [fields for name, fields in recorder.events if name == "RunCompleted"]
+    assert (completed["content"], completed["content_type"]) == ({"code": "A1", "amount": 42.0}, "Refund")
+
+
+@pytest.mark.parametrize(
+    ("schema", "answer", "said"),
+    [
+        (Refund, '{"code": "A1"}', "The model's answer is not the output schema Refund: 1 validation error"),
+        (Refund, "sure, refunded", "The model's answer is not the output schema Refund: 1 validation error"),
+        (
+            {"title": "Verdict", "type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+            '{"ok": "yes"}',
+            "The model's answer is not the output schema Verdict: 'yes' is not of type 'boolean'",
+        ),
+    ],
+    ids=["a field missing", "not json", "json schema"],
+)
+def test_an_answer_that_is_not_the_output_schema_fails_the_leg_with_what_is_wrong(make_context, schema, answer, said):
+    agent = Agent(id="o", name="O", model=Scripted(answer), output_schema=schema)
+
+    with pytest.raises(OutputInvalid) as failed:
+        agent.run(RunRequest(message="verdict?"), make_context())
+
+    assert str(failed.value).startswith(said)
+
+
+def test_a_json_schema_output_is_stored_as_its_json():
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+
+    assert checked(schema, ' {"ok": true} ') == '{"ok": true}'
+    assert schema_name(schema) == "output"

@@ -142,3 +142,16 @@ def test_a_tool_that_asks_the_user_for_input_runs_with_the_values_they_give(star
     assert after[-1].content == "Booked for Christmas Eve."
     told = [m["content"] for m in fake_openai.requests[1]["messages"] if m["role"] == "tool"]
     assert told == ["visit booked in Lyon on 2026-12-24 for shop-4"]
+
+
+def test_an_output_schema_gives_a_json_content_on_the_poll_and_in_run_completed(start_serve, fake_openai):
+    fake_openai.answer(Answer(text='{"refundable": false, "reason": "shipped"}'))
+    serve = start_serve(AGENTOS_COMPONENTS=f"{MODULE}:structured", FAKE_OPENAI_URL=fake_openai.url)
+
+    run_id = serve.submitted("shop-5", "can I get a refund for A1?", prefix=SHOP)
+    polled = serve.wait_status(run_id, "shop-5", "COMPLETED", prefix=SHOP, timeout=30)
+
+    assert (polled["content"], polled["content_type"]) == ({"refundable": False, "reason": "shipped"}, "Verdict")
+    assert fake_openai.requests[0]["response_format"]["json_schema"]["name"] == "Verdict"
+    completed = RunEvent.objects.get(run_id=run_id, event="RunCompleted").data
+    assert (completed["content"], completed["content_type"]) == ({"refundable": False, "reason": "shipped"}, "Verdict")

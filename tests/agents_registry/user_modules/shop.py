@@ -2,6 +2,8 @@
 
 import os
 
+import pydantic
+
 from agents_registry.sdk import Agent, OpenAIChat, RunContext, tool
 
 
@@ -46,3 +48,14 @@ def with_pauses():
     model = OpenAIChat("fake-model", base_url=os.environ["FAKE_OPENAI_URL"], api_key="sk-test")
     tools = [look_up_order, send_invoice, book_visit]
     return [Agent(id="shop", name="Shop", model=model, tools=tools)]
+
+
+class Verdict(pydantic.BaseModel):
+    refundable: bool
+    reason: str
+
+
+def structured():
+    """The shop's agent answering with a `Verdict`."""
+    model = OpenAIChat("fake-model", base_url=os.environ["FAKE_OPENAI_URL"], api_key="sk-test")
+    return [Agent(id="shop", name="Shop", model=model, output_schema=Verdict)]
