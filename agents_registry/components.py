@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import uuid
 
 from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, TEAM, WORKFLOW, event_name
@@ -121,7 +122,7 @@ class Team(Component):
                 run_messages=progress.messages if resuming else [],
                 decided_tools=request.decided_tools if resuming else None,
             )
-            result = run_agent(member, leg, ctx, fields={"agent_id": member.id, "agent_name": member.name})
+            result = run_agent(member, leg, ctx, fields=_member_fields(member, ctx))
             metrics = add_usage(metrics, result.metrics)
             if result.status == RunResult.CANCELLED:
                 return RunResult(RunResult.CANCELLED, "", messages, ctx.session_state)
@@ -155,6 +156,13 @@ class Team(Component):
         ctx.emit(event_name(TEAM, "paused"), {"tools": result.tools, "requirements": asked})
         state = Progress(index, answers, result.messages).record()
         return RunResult(RunResult.PAUSED, "", [state], ctx.session_state, tools=result.tools)
+
+
+def _member_fields(member: Agent, ctx: RunContext) -> dict:
+    """What marks a member's events, as AgentOS marks them: the member, and a run of its own (the same in every leg
+    of the team's run) whose parent is the team's."""
+    member_run = uuid.uuid5(uuid.NAMESPACE_URL, f"agentos:{ctx.run_id}/{member.id}")
+    return {"agent_id": member.id, "agent_name": member.name, "run_id": str(member_run), "parent_run_id": ctx.run_id}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -298,6 +298,9 @@ def test_a_teams_leader_uses_its_own_tools_and_instructions_after_its_members(ma
         {"role": "assistant", "name": "m", "content": "the order is A1"},
     ]
     assert [name for name in recorder.names if "Tool" in name] == ["TeamToolCallStarted", "TeamToolCallCompleted"]
+    members = [fields for name, fields in recorder.events if fields.get("agent_id") == "m"]
+    assert {(f["parent_run_id"], f["run_id"] != "r") for f in members} == {("r", True)}, "a run of its own"
+    assert len({f["run_id"] for f in members}) == 1
     assert result.messages == [
         {"role": "user", "content": "my order is late"},
         {"role": "assistant", "content": "ticket opened for A1"},
