@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import uuid
 
 from .context import PermanentRunError, RunContext, RunRequest, RunResult
@@ -14,8 +15,10 @@ from .tools import Tool, as_tool
 
 @dataclasses.dataclass(frozen=True)
 class Component:
-    id: str
-    name: str
+    """What the registry holds: `id` (from `name` when left out, as Agno makes it), `name` (the id when left out)."""
+
+    id: str = ""
+    name: str = ""
     description: str = ""
     has_store: bool = True
     one_turn_per_session: bool = False
@@ -23,6 +26,14 @@ class Component:
     num_history_runs: int | None = None
 
     kind = ""
+
+    def __post_init__(self):
+        if not self.id and not self.name:
+            raise ValueError(f"{type(self).__name__} needs an id or a name")
+        if not self.id:
+            object.__setattr__(self, "id", re.sub(r"[^a-z0-9]+", "-", self.name.lower()).strip("-"))
+        if not self.name:
+            object.__setattr__(self, "name", self.id)
 
     def summary(self) -> dict:
         """The shape `/config` and `GET /agents` list."""
@@ -59,6 +70,7 @@ class Agent(Component):
     kind = AGENT
 
     def __post_init__(self):
+        super().__post_init__()
         object.__setattr__(self, "tools", tuple(as_tool(tool) for tool in self.tools))
         if isinstance(self.instructions, list):
             object.__setattr__(self, "instructions", tuple(self.instructions))

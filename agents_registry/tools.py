@@ -8,6 +8,7 @@ that is not a string reaches the model as JSON.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
 import json
@@ -111,6 +112,8 @@ class Tool:
             values[self.context_parameter] = ctx
         try:
             result = self.function(**values)
+            if inspect.isawaitable(result):  # an async tool, run to its end on this worker thread
+                result = asyncio.run(_awaited(result))
         except Exception as error:
             if self.on_error == "fail":
                 raise
@@ -129,6 +132,10 @@ class Tool:
         except pydantic.ValidationError as error:
             raise ToolFailed(f"Invalid arguments for tool {self.name}: {error}") from error
         return {field: getattr(model, field) for field in type(model).model_fields}
+
+
+async def _awaited(awaitable):
+    return await awaitable
 
 
 def _signature_mismatch(function: Callable, arguments: dict) -> str | None:

@@ -3,6 +3,7 @@ call fails; and the agent's instructions and bound on model calls."""
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 from typing import Literal, Optional
@@ -379,3 +380,21 @@ def test_a_json_schema_output_is_stored_as_its_json():
 
     assert checked(schema, ' {"ok": true} ') == '{"ok": true}'
     assert schema_name(schema) == "output"
+
+
+def test_an_async_tool_runs_to_its_end_and_an_agent_named_only_gets_its_id_from_its_name(make_context):
+    @tool
+    async def fetch_rate(currency: str) -> dict:
+        """The exchange rate of a currency."""
+        await asyncio.sleep(0)
+        return {"currency": currency, "rate": 1.08}
+
+    model = Scripted([("fetch_rate", {"currency": "USD"})], "1.08")
+    agent = Agent(name="Currency Desk", model=model, tools=[fetch_rate])
+
+    result = agent.run(RunRequest(message="rate?"), make_context())
+
+    assert (agent.id, agent.name, result.content) == ("currency-desk", "Currency Desk", "1.08")
+    assert [m["content"] for m in model.prompts[1] if m["role"] == "tool"] == ['{"currency": "USD", "rate": 1.08}']
+    with pytest.raises(ValueError, match="^Agent needs an id or a name$"):
+        Agent(model=model)
