@@ -203,12 +203,13 @@ class Workflow(Component):
         step_input = progress.outputs[-1]
         for number in range(progress.index, len(self.steps)):
             step = self.steps[number]
+            agent = {"agent_id": step.id, "agent_name": step.name}  # on the events of the step's agent
             if number == progress.index and progress.messages:
-                step_messages = apply_decisions(step, progress.messages, request.decided_tools, ctx, WORKFLOW)
+                step_messages = apply_decisions(step, progress.messages, request.decided_tools, ctx, WORKFLOW, agent)
             else:
                 ctx.emit(event_name(WORKFLOW, "step_started"), {"step_name": step.name, "step_index": number})
                 step_messages = [{"role": "user", "content": step_input}]
-            result = agent_turns(step, step_messages, ctx, WORKFLOW)
+            result = agent_turns(step, step_messages, ctx, WORKFLOW, agent)
             metrics = self._metrics(completed=number)
             if result.status == RunResult.CANCELLED:
                 return RunResult(RunResult.CANCELLED, result.content, step_messages, ctx.session_state, metrics=metrics)

@@ -12,7 +12,7 @@ import pydantic
 import pytest
 
 from agents_registry.chat_models import ToolCall
-from agents_registry.components import Agent, Team
+from agents_registry.components import Agent, Team, Workflow
 from agents_registry.context import PermanentRunError, RunContext, RunRequest
 from agents_registry.output import OutputInvalid, checked, schema_name
 from agents_registry.tools import Tool, ToolFailed, tool
@@ -398,3 +398,16 @@ def test_an_async_tool_runs_to_its_end_and_an_agent_named_only_gets_its_id_from_
     assert [m["content"] for m in model.prompts[1] if m["role"] == "tool"] == ['{"currency": "USD", "rate": 1.08}']
     with pytest.raises(ValueError, match="^Agent needs an id or a name$"):
         Agent(model=model)
+
+
+def test_a_workflow_steps_agent_events_name_the_agent(make_context, recorder):
+    first, second = (
+        Agent(id="draft", name="Draft", model=Scripted("a draft")),
+        Agent(name="Polish", model=Scripted("done")),
+    )
+    workflow = Workflow(id="write", name="Write", steps=(first, second))
+
+    result = workflow.run(RunRequest(message="write"), make_context())
+
+    content = [(fields["agent_id"], fields["content"]) for name, fields in recorder.events if name == "RunContent"]
+    assert (result.content, content) == ("done", [("draft", "a draft"), ("polish", "done")])

@@ -21,7 +21,11 @@ MODULE = "tests.agents_registry.user_modules.shop"
 def test_tools_instructions_usage_and_a_failing_tool_through_the_queue(start_serve, fake_openai):
     fake_openai.answer(
         Answer(
-            tool_calls=[("call_1", "look_up_order", {"code": "A1"}), ("call_2", "cancel_order", {"code": "A1"})],
+            tool_calls=[
+                ("call_1", "look_up_order", {"code": "A1"}),
+                ("call_2", "cancel_order", {"code": "A1"}),
+                ("call_3", "look_up_order", {"number": 5}),
+            ],
             usage={"input": 20, "output": 8},
         ),
         Answer(text="A1 has shipped; it cannot be cancelled.", usage={"input": 40, "output": 11}),
@@ -40,7 +44,9 @@ def test_tools_instructions_usage_and_a_failing_tool_through_the_queue(start_ser
     first, second = (request["messages"] for request in fake_openai.requests)
     assert first == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "cancel A1"}]
     told = [(m["tool_call_id"], m["content"]) for m in second if m["role"] == "tool"]
-    assert told == [("call_1", json.dumps({"code": "A1", "status": "shipped"})), ("call_2", "order A1 has shipped")]
+    assert told[:2] == [("call_1", json.dumps({"code": "A1", "status": "shipped"})), ("call_2", "order A1 has shipped")]
+    assert told[2][0] == "call_3"
+    assert told[2][1].startswith("Invalid arguments for tool look_up_order: 2 validation errors")
     events = list(RunEvent.objects.filter(run_id=run_id).values_list("event", flat=True))
     assert events == [
         "RunStarted",
@@ -48,6 +54,8 @@ def test_tools_instructions_usage_and_a_failing_tool_through_the_queue(start_ser
         "ModelRequestCompleted",
         "ToolCallStarted",
         "ToolCallCompleted",
+        "ToolCallStarted",
+        "ToolCallError",
         "ToolCallStarted",
         "ToolCallError",
         "ModelRequestStarted",
