@@ -48,12 +48,16 @@ def save_state_call(*, session_id: str, state: dict, fence: str | None = None) -
     return _SAVE_STATE.call({"session_id": session_id, "state": json.dumps(storable(state)), "fence": fence})
 
 
-def end_event(*, run_id, event_role: str, content: str, fields: dict | None = None) -> EventSink:
-    """The event that ends the run's stream, numbered after its last index (stored or published), held in a sink
-    for the caller to store (`store_events_call`) and publish once that committed. Inside a transaction the run's
-    row is locked first; the queue's one-message finish reads it before, while its attempt owns the run."""
+def ending_run(run_id) -> Run:
+    """The run whose stream is about to end, its row locked first inside a transaction (the queue's one-message
+    finish reads it before, while its attempt owns the run)."""
     runs = Run.objects.select_for_update() if connection.in_atomic_block else Run.objects
-    run = runs.get(pk=run_id)
+    return runs.get(pk=run_id)
+
+
+def end_event(run: Run, *, event_role: str, content: str, fields: dict | None = None) -> EventSink:
+    """The event that ends `run`'s stream (read by `ending_run`), numbered after its last index (stored or
+    published), held in a sink for the caller to store (`store_events_call`) and publish once that committed."""
     sink = EventSink(run, run.attempt, first_event_index(run))
     sink.emit(event_name(run.component_type, event_role), {"content": content, **(fields or {})})
     return sink
@@ -61,7 +65,7 @@ def end_event(*, run_id, event_role: str, content: str, fields: dict | None = No
 
 def run_record_end_event(*, run_id, event_role: str, content: str, fields: dict | None = None) -> None:
     """Store the event that ends the run's stream after its last index, and publish it once this commits."""
-    sink = end_event(run_id=run_id, event_role=event_role, content=content, fields=fields)
+    sink = end_event(ending_run(run_id), event_role=event_role, content=content, fields=fields)
     with connection.cursor() as cursor:
         cursor.execute(*store_events_call(sink))
     sink.publish_held_on_commit()

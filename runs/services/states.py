@@ -43,7 +43,7 @@ from ..selectors import run_pause_asked
 from ..submission import Submission
 from . import cancel_signal
 from .leg import LegResult
-from .record import FENCE_MATCHED, end_event, run_record_end_event, save_state_call, store_events_call
+from .record import FENCE_MATCHED, end_event, ending_run, run_record_end_event, save_state_call, store_events_call
 
 RUNS = Run._meta.db_table
 CANCELLED_QUEUED = "cancelled before execution"
@@ -214,7 +214,7 @@ def run_end_unexecuted_calls(
     (`event_role`: "error" or "cancelled") after its last index, stored or published, as statements (with
     `fence`, each writes only in the transaction the queue marked with it); and the sink holding that event, to
     publish once they committed."""
-    sink = end_event(run_id=run_id, event_role=event_role, content=content)
+    sink = end_event(ending_run(run_id), event_role=event_role, content=content)
     row = {"run_id": run_id, "status": status, "content": content, "stage": stage}
     row.update(next_event_index=sink.next_index, fence=fence)
     return [_END_UNEXECUTED.call(row), store_events_call(sink, fence)], sink
@@ -231,9 +231,9 @@ def run_park_calls(*, run_id, fence: str | None = None) -> tuple[list, EventSink
     """A continuation leg was lost before it recorded anything: the run is paused again, on the same pending
     calls, and may be continued again (a RunPaused ends any stream that watched the lost leg). As statements and
     the sink holding that event, like `run_end_unexecuted_calls`."""
-    tools, kind = Run.objects.values_list("tools", "component_type").get(pk=run_id)
-    asked = run_pause_asked(run_id=run_id, kind=kind)  # the same requirements, so a client's answers still fit
-    sink = end_event(run_id=run_id, event_role="paused", content=PARKED, fields={"tools": tools, **asked})
+    run = ending_run(run_id)
+    asked = run_pause_asked(run_id=run_id, kind=run.component_type)  # the same requirements: a client's answers fit
+    sink = end_event(run, event_role="paused", content=PARKED, fields={"tools": run.tools, **asked})
     row = {"run_id": run_id, "next_event_index": sink.next_index, "fence": fence}
     return [_PARK.call(row), store_events_call(sink, fence)], sink
 
