@@ -41,8 +41,13 @@ COUNTERS = {
     "continued": "Paused tickets continued",
     "retried": "Failed attempts queued again for a retry",
     "requeued": "Dead letters (failed or cancelled tickets) requeued by an operator",
-    "swept": "Stale leases ended by the sweeper (failed, or parked back to paused)",
+    "swept": "Stale leases ended by the sweeper (failed, parked back to paused, or resumed)",
+    "resumed": "Lost attempts without budget queued once more because the work kept their progress",
     "pruned": "Terminal tickets deleted after the retention window",
+    "journaled_steps": "Model calls and tool calls written to runs' step journals",
+    "replayed_model_calls": "Model calls a later attempt took from the journal instead of calling the model",
+    "replayed_tool_calls": "Tool calls a later attempt took from the journal instead of running the tool",
+    "interrupted_tool_calls": "Tool calls a lost attempt left unfinished, reported to the model or failing the run",
 }
 _FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _SLOW = (0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)

@@ -161,6 +161,15 @@ class Executor(Protocol):
         the attempt continued paused work and died before recording anything, so the work can be continued
         again."""
 
+    def resumes_lost_attempt(self, ticket_id: str) -> bool:
+        """Whether a lost attempt without budget left should run once more rather than fail: it made progress the
+        work kept (a continuation of paused work whose journal holds what the lost attempt did), so the next
+        attempt resumes after it."""
+
+    def forget(self, ticket_ids: list[str]) -> None:
+        """Those of `ticket_ids` that no longer exist were pruned: drop what the work keeps only while its ticket
+        lives (a run's step journal, which only a later attempt could use)."""
+
 
 class _Slot:
     executor: Executor | None = None

@@ -21,7 +21,14 @@ from agentos_project.conf import QueueSettings
 from . import router
 from .models import Ticket, TicketStatus
 from .seam import get_executor
-from .tickets import ticket_cancel_stale, ticket_fail_stale, ticket_note_dispatch, ticket_park_stale, ticket_prune
+from .tickets import (
+    ticket_cancel_stale,
+    ticket_fail_stale,
+    ticket_note_dispatch,
+    ticket_park_stale,
+    ticket_prune,
+    ticket_resume_stale,
+)
 
 log = logging.getLogger("agentos.sweeper")
 BATCH = 500
@@ -31,6 +38,7 @@ BATCH = 500
 class SweepReport:
     failed: int = 0
     parked: int = 0
+    resumed: int = 0
     cancelled: int = 0
     redispatched: int = 0
     lost_messages: int = 0
@@ -62,7 +70,8 @@ def lost_messages(conf: QueueSettings) -> list:
 
 def sweep_once(conf: QueueSettings) -> SweepReport:
     """One pass: cancel stale leases whose cancel was asked, fail stale leases without budget (or park them back to
-    paused, when the executor says the work is still paused at heart), dispatch stale ones with budget (a worker
+    paused, when the executor says the work is still paused at heart; or queue them once more, when it says the
+    lost attempt made progress it kept), dispatch stale ones with budget (a worker
     reclaims them), publish again claimable tickets whose message was lost, and prune terminal tickets past
     retention.
 
@@ -80,6 +89,8 @@ def sweep_once(conf: QueueSettings) -> SweepReport:
     for ticket_id in stale.filter(attempt__gte=F("max_attempts")).values_list("pk", flat=True)[:BATCH]:
         if _step(report, "park", ticket_id, lambda t=str(ticket_id): _park(t, grace)):
             report.parked += 1
+        elif _step(report, "resume", ticket_id, lambda t=str(ticket_id): _resume(t, grace)):
+            report.resumed += 1
         elif _step(report, "fail", ticket_id, lambda t=ticket_id: ticket_fail_stale(ticket_id=t, grace_seconds=grace)):
             report.failed += 1
     reclaimable = stale.filter(attempt__lt=F("max_attempts"), updated_at__lt=Now() - datetime.timedelta(seconds=grace))
@@ -100,6 +111,12 @@ def _redispatch(ticket_id) -> bool:
 
 def _park(ticket_id: str, grace: float) -> bool:
     return get_executor().parks_lost_attempt(ticket_id) and ticket_park_stale(ticket_id=ticket_id, grace_seconds=grace)
+
+
+def _resume(ticket_id: str, grace: float) -> bool:
+    return get_executor().resumes_lost_attempt(ticket_id) and ticket_resume_stale(
+        ticket_id=ticket_id, grace_seconds=grace
+    )
 
 
 def _step(report: SweepReport, name: str, ticket_id, action: Callable[[], bool]) -> bool:

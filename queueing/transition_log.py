@@ -23,6 +23,7 @@ EVENT_COUNTERS = {
     "retry": ("retried",),
     "sweep": ("swept",),
     "park": ("swept",),
+    "resume": ("swept", "resumed"),
     "cancel": (),
     "cancel_ask": (),
     "continue": ("continued",),

@@ -18,6 +18,7 @@ The transition table, which `tests/queueing/test_transitions.py` walks:
     running   error by owner, budget left            queued, available_at = now + backoff  (retry)
     running   stale, budget spent                    failed                                (sweep)
     running   stale, budget spent, work still paused paused                                (park)
+    running   stale, budget spent, work kept progress queued, one more attempt, same place (resume)
     running   stale, cancel asked                    cancelled                             (sweep)
     queued    cancel                                 cancelled
     paused    cancel                                 cancelled
@@ -50,7 +51,14 @@ from .finish import (
     ticket_retry,
 )
 from .operator import RequeueResult, ticket_cancel, ticket_continue, ticket_requeue
-from .sweep import SWEEP_ERROR, ticket_cancel_stale, ticket_fail_stale, ticket_park_stale, ticket_prune
+from .sweep import (
+    SWEEP_ERROR,
+    ticket_cancel_stale,
+    ticket_fail_stale,
+    ticket_park_stale,
+    ticket_prune,
+    ticket_resume_stale,
+)
 
 __all__ = [
     "DEPTH_LOCK",
@@ -77,6 +85,7 @@ __all__ = [
     "ticket_park_stale",
     "ticket_prune",
     "ticket_requeue",
+    "ticket_resume_stale",
     "ticket_retry",
 ]
 

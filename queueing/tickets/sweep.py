@@ -6,6 +6,7 @@ from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
+from .. import router
 from ..models import TERMINAL, Ticket, TicketStatus
 from ..seam import Settlement, get_executor
 from ..transition_log import changed, pruned
@@ -79,6 +80,23 @@ def ticket_park_stale(*, ticket_id: str, grace_seconds: float) -> bool:
     return True
 
 
+def ticket_resume_stale(*, ticket_id: str, grace_seconds: float) -> bool:
+    """Sweep: a running ticket whose lease is stale and whose budget is spent, and whose executor says its lost
+    attempt made progress the work kept (a continuation whose journal holds what it did) → queued with one more
+    attempt, in the same place: it stays its session's head, and the next attempt resumes after that progress.
+    Guarded like `ticket_fail_stale`; published once it commits."""
+    with transaction.atomic():
+        again = {"status": TicketStatus.QUEUED, "max_attempts": F("attempt") + 1, "available_at": Now()}
+        ticket = _change_stale_spent(ticket_id, grace_seconds, **again)
+        if ticket is None:
+            return False
+        changed("resume", run_id=ticket_id, status=TicketStatus.QUEUED, **ticket)
+        settlement = Settlement(str(ticket_id), TicketStatus.QUEUED, ticket["attempt"], previous=TicketStatus.RUNNING)
+        get_executor().settle(settlement)
+        router.on_commit(ticket_id)
+    return True
+
+
 def ticket_cancel_stale(*, ticket_id: str, grace_seconds: float) -> bool:
     """Sweep: a running ticket whose cancel was asked and whose lease is stale (its worker was lost before the
     attempt could end it) → cancelled, whatever budget is left: nothing runs it again to be cancelled.
@@ -98,9 +116,12 @@ def ticket_cancel_stale(*, ticket_id: str, grace_seconds: float) -> bool:
 
 
 def ticket_prune(*, retention_seconds: float, batch: int = 1000) -> int:
-    """Delete up to `batch` terminal tickets completed more than `retention_seconds` ago; paused never."""
+    """Delete up to `batch` terminal tickets completed more than `retention_seconds` ago; paused never. The executor
+    then forgets what its work keeps only while the ticket lives."""
     old = Ticket.objects.filter(status__in=TERMINAL, completed_at__lt=Now() - _seconds(retention_seconds))
     ids = list(old.values_list("pk", flat=True)[:batch])
     deleted, _ = old.filter(pk__in=ids).delete()  # re-checked: one requeued meanwhile is not deleted
+    if deleted:
+        get_executor().forget(ticket_ids=[str(ticket_id) for ticket_id in ids])
     pruned(deleted)
     return deleted

@@ -64,7 +64,8 @@ class FakeExecutor:
     A ticket's payload scripts its attempts: `outcomes` lists the ticket status each attempt asks for
     ("completed", "failed", "paused", "cancelled", "raise" for an executor that raises, "unstorable" for a
     result with a NUL, which the driver cannot send; the last entry repeats), `sleep` the seconds each attempt
-    takes. A settle of a ticket in `refuse` fails; a lost attempt of a ticket in `parked` is parked back to paused.
+    takes. A settle of a ticket in `refuse` fails; a lost attempt of a ticket in `parked` is parked back to paused,
+    one of a ticket in `resumed` queued once more.
 
     As the runs app does, the claiming statement starts the job (`start_sql`: a row in `JOBS`, with the database's
     clock at the claim) and a finish is settled by statements sent with the ticket's change (`settle_statements`,
@@ -79,6 +80,8 @@ class FakeExecutor:
     settlements: list[Settlement] = dataclasses.field(default_factory=list)
     refuse: set[str] = dataclasses.field(default_factory=set)
     parked: set[str] = dataclasses.field(default_factory=set)
+    resumed: set[str] = dataclasses.field(default_factory=set)
+    forgotten: list[str] = dataclasses.field(default_factory=list)
     cancels: list[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -131,6 +134,12 @@ class FakeExecutor:
 
     def parks_lost_attempt(self, ticket_id: str) -> bool:
         return ticket_id in self.parked
+
+    def resumes_lost_attempt(self, ticket_id: str) -> bool:
+        return ticket_id in self.resumed
+
+    def forget(self, ticket_ids: list[str]) -> None:
+        self.forgotten += ticket_ids
 
     def cancel(self, ticket_id: str) -> str:
         """As the runs app does: the ticket's guarded cancel (at once, or asked of its running attempt)."""

@@ -20,6 +20,7 @@ from queueing.tickets import (
     ticket_park_stale,
     ticket_prune,
     ticket_requeue,
+    ticket_resume_stale,
     ticket_retry,
 )
 
@@ -153,6 +154,21 @@ def test_sweep_fails_a_stale_lease_without_budget(db, executor):
     assert snapshot(ticket_id) == row
 
 
+def test_resume_queues_a_stale_lease_without_budget_once_more_in_its_place(db, executor):
+    ticket_id, _ = ticket_in("running", max_attempts=1)
+    assert not ticket_resume_stale(ticket_id=ticket_id, grace_seconds=60), "fresh lease"
+    backdate(ticket_id)
+    before = snapshot(ticket_id)
+
+    assert ticket_resume_stale(ticket_id=ticket_id, grace_seconds=60)
+    row = snapshot(ticket_id)
+    assert (row["status"], row["attempt"], row["max_attempts"]) == ("queued", 1, 2)
+    assert (row["is_head"], row["session_seq"], row["locked_by"]) == (before["is_head"], before["session_seq"], None)
+    assert [(s.status, s.previous) for s in executor.settlements if s.ticket_id == ticket_id] == [("queued", "running")]
+    assert not ticket_resume_stale(ticket_id=ticket_id, grace_seconds=60)
+    assert snapshot(ticket_id) == row
+
+
 def test_sweep_leaves_a_stale_lease_with_budget_for_reclaim(db):
     ticket_id, _ = ticket_in("running", max_attempts=2)
     backdate(ticket_id)
@@ -276,6 +292,7 @@ EVENTS = {
     ),
     "sweep": lambda t, owner: ticket_fail_stale(ticket_id=t, grace_seconds=60),
     "park": lambda t, owner: ticket_park_stale(ticket_id=t, grace_seconds=60),
+    "resume": lambda t, owner: ticket_resume_stale(ticket_id=t, grace_seconds=60),
     "sweep_cancelled": lambda t, owner: ticket_cancel_stale(ticket_id=t, grace_seconds=60),
     "cancel": lambda t, owner: ticket_cancel(ticket_id=t, error="x"),
     "continue": lambda t, owner: ticket_continue(ticket_id=t),
@@ -285,6 +302,7 @@ EVENTS = {
 PREPARE = {
     "sweep": make_stale_and_spent,
     "park": make_stale_and_spent,
+    "resume": make_stale_and_spent,
     "sweep_cancelled": make_stale_and_cancelled,
     "prune": make_old,
     "heartbeat": make_owned,
@@ -296,6 +314,7 @@ ALLOWED = {
     ("retry", "running"),
     ("sweep", "running"),
     ("park", "running"),
+    ("resume", "running"),
     ("sweep_cancelled", "running"),
     ("cancel", "queued"),
     ("cancel", "running"),
