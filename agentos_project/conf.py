@@ -60,6 +60,10 @@ class QueueSettings:
     retention_seconds: float = 86400.0
     poll_interval: float = 1.0
     sweeper_in_worker: bool = False  # a worker process runs the sweeper on a thread of its own (what serve does)
+    # A run's model calls and tool calls are journaled as they complete, and a later attempt replays them
+    # (runs.services.journal); a step whose JSON is larger than `step_max_bytes` fails its run instead.
+    step_journal: bool = True
+    step_max_bytes: int = 1 << 20
 
     @property
     def heartbeat_interval(self) -> float:
@@ -234,6 +238,8 @@ def _queue(env: _Reader) -> QueueSettings:
         retention_seconds=env.number("AGENTOS_RETENTION_SECONDS", 86400.0, minimum=0),
         poll_interval=env.number("AGENTOS_POLL_INTERVAL", 1.0, minimum=0, strict=True),
         sweeper_in_worker=env.boolean("AGENTOS_SWEEPER_IN_WORKER", False),
+        step_journal=env.boolean("AGENTOS_STEP_JOURNAL", True),
+        step_max_bytes=env.integer("AGENTOS_STEP_MAX_BYTES", 1 << 20, minimum=1024),
     )
 
 

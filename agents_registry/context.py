@@ -7,6 +7,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from .steps import Journal
+
 
 class PermanentRunError(Exception):
     """An input error (bad tool arguments, an unknown tool, validation): retrying cannot help."""
@@ -24,10 +26,9 @@ class RunContext:
     attempt: int = 1
     emit: Callable[[str, dict], None] = lambda name, fields: None
     cancelled: Callable[[], bool] = lambda: False
-    # Called once before the first confirmed tool of a continuation runs: from then on a lost leg may have had
-    # side effects, so it must not be offered for confirmation again.
-    applying_tools: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.monotonic
+    # Where the leg's model calls and tool calls are kept as they complete, and replayed from on a later attempt.
+    journal: Journal = dataclasses.field(default_factory=Journal)
 
     def wait(self, seconds: float, *, step: float = 0.05) -> bool:
         """Sleep up to `seconds`, waking early when cancelled; True means the run was cancelled."""

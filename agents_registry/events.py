@@ -21,6 +21,7 @@ _NAMES = {
         "tool_error": "ToolCallError",
         "model_request_started": "ModelRequestStarted",
         "model_request_completed": "ModelRequestCompleted",
+        "custom": "CustomEvent",
     },
     TEAM: {
         "started": "TeamRunStarted",
@@ -35,6 +36,7 @@ _NAMES = {
         "tool_error": "TeamToolCallError",
         "model_request_started": "TeamModelRequestStarted",
         "model_request_completed": "TeamModelRequestCompleted",
+        "custom": "CustomEvent",
     },
     WORKFLOW: {
         "started": "WorkflowStarted",
@@ -53,6 +55,7 @@ _NAMES = {
         "model_request_completed": "ModelRequestCompleted",
         "step_started": "StepStarted",
         "step_completed": "StepCompleted",
+        "custom": "CustomEvent",
     },
 }
 

@@ -11,6 +11,7 @@ from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, event_name
 from .output import checked, response_format, schema_name
 from .requirements import run_requirements
+from .steps import COMPLETED, FAILED, INTERRUPTED_FAILS, MODEL, OUTCOME_UNKNOWN, STARTED, TOOL, fingerprint
 from .tools import REJECTED, Tool, ToolFailed
 
 
@@ -23,6 +24,18 @@ class Turn:
     reasoning: str = ""
     usage: Usage | None = None
 
+    def record(self) -> dict:
+        """The answer as the journal keeps it."""
+        calls = [[call.id, call.name, call.arguments] for call in self.calls]
+        usage = dataclasses.asdict(self.usage) if self.usage else None
+        return {"text": self.text, "calls": calls, "reasoning": self.reasoning, "usage": usage}
+
+    @classmethod
+    def recorded(cls, output: dict) -> Turn:
+        usage = Usage(**output["usage"]) if output.get("usage") else None
+        calls = [ToolCall(call_id, name, arguments) for call_id, name, arguments in output["calls"]]
+        return cls(output["text"], calls, output.get("reasoning", ""), usage)
+
 
 def model_turn(
     model,
@@ -34,7 +47,12 @@ def model_turn(
     response_format: dict | None = None,
 ) -> Turn:
     """Stream one model answer, emitting a content event per chunk (reasoning too, as `reasoning_content`), all with
-    `fields`; a model with `request_events` has the request told by its started and completed events."""
+    `fields`; a model with `request_events` has the request told by its started and completed events. An answer
+    the journal holds for this very request is replayed: no call, no event."""
+    request = fingerprint(MODEL, model.id, list(messages), [tool.schema() for tool in tools], response_format)
+    recorded = ctx.journal.replay(MODEL, request)
+    if recorded is not None:
+        return Turn.recorded(recorded.output)
     fields = fields or {}
     named = {"model": model.id, "model_provider": model.provider}
     told = getattr(model, "request_events", False)
@@ -62,6 +80,8 @@ def model_turn(
         if ctx.cancelled():
             break
     turn.text, turn.reasoning = "".join(parts), "".join(reasoning)
+    if not ctx.cancelled():  # an answer cut short is no step to replay
+        ctx.journal.completed(MODEL, turn.record(), duration=ctx.clock() - started)
     if told:
         spent = dataclasses.asdict(turn.usage) if turn.usage else {}
         waited = {"time_to_first_token": None if first is None else round(first - started, 6)}
@@ -110,18 +130,54 @@ def tool_execution(call: ToolCall, tool: Tool) -> dict:
 
 def run_tool(tool: Tool, execution: dict, ctx: RunContext, kind: str, fields: dict | None = None) -> dict:
     """Execute a tool call, emitting its started and completed (or error) events; returns the tool message for the
-    model: the result, or what went wrong when the call failed in a way the model is told of."""
+    model: the result, or what went wrong when the call failed in a way the model is told of.
+
+    The journal first: a call it holds as completed is replayed (no call, no event); one a lost attempt started
+    and never finished runs again only if the tool is idempotent, else follows its `on_interrupt`."""
+    call_id, name, arguments = execution["tool_call_id"], execution["tool_name"], execution["tool_args"]
+    call = {"name": name, "call_id": call_id, "arguments": arguments}
+    recorded = ctx.journal.replay(TOOL, fingerprint(TOOL, name, call_id, arguments), call)
+    if recorded is not None and recorded.status == COMPLETED:
+        return _tool_message(call_id, recorded.output["content"])
+    if recorded is not None and recorded.status == STARTED and not tool.idempotent:
+        return _interrupted(tool, execution, recorded.attempt, ctx, kind, fields)
     ctx.emit(event_name(kind, "tool_started"), {"tool": execution, **(fields or {})})
+    ctx.journal.started()
+    started = ctx.clock()
     try:
-        result = tool.call(execution["tool_args"], ctx)
+        result = tool.call(arguments, ctx)
     except ToolFailed as failure:
         error = str(failure)
+        ctx.journal.completed(TOOL, {"content": error, "error": True}, duration=ctx.clock() - started)
         failed = {**execution, "result": error, "tool_call_error": True}
         ctx.emit(event_name(kind, "tool_error"), {"tool": failed, "error": error, **(fields or {})})
-        return {"role": "tool", "tool_call_id": execution["tool_call_id"], "content": error}
+        return _tool_message(call_id, error)
+    except Exception as error:  # on_error="fail": the run fails; a retry runs the call again
+        failure = {"content": str(error) or type(error).__name__, "error": True}
+        ctx.journal.completed(TOOL, failure, duration=ctx.clock() - started, status=FAILED)
+        raise
+    ctx.journal.completed(TOOL, {"content": result}, duration=ctx.clock() - started)
     done = {**execution, "result": result}
     ctx.emit(event_name(kind, "tool_completed"), {"tool": done, "content": result, **(fields or {})})
-    return {"role": "tool", "tool_call_id": execution["tool_call_id"], "content": result}
+    return _tool_message(call_id, result)
+
+
+def _tool_message(call_id: str, content: str) -> dict:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def _interrupted(tool: Tool, execution: dict, attempt: int, ctx: RunContext, kind: str, fields: dict | None) -> dict:
+    """A call a lost attempt started and never finished, of a tool that is not idempotent: the run fails
+    (`on_interrupt="fail"`), or the model is told its outcome is unknown (`"report"`), as that call's result."""
+    named = {"tool": execution["tool_name"], "call_id": execution["tool_call_id"]}
+    if tool.on_interrupt == "fail":
+        ctx.journal.interrupted()
+        raise PermanentRunError(INTERRUPTED_FAILS.format(**named, attempt=attempt))
+    content = OUTCOME_UNKNOWN.format(**named)
+    ctx.journal.completed(TOOL, {"content": content, "outcome_unknown": True}, duration=0.0)
+    done = {**execution, "result": content}
+    ctx.emit(event_name(kind, "tool_completed"), {"tool": done, "content": content, **(fields or {})})
+    return _tool_message(execution["tool_call_id"], content)
 
 
 def apply_decisions(
@@ -131,7 +187,6 @@ def apply_decisions(
     filled in), its result as the client gave it (external execution), or reported as rejected; a cancelled run
     runs no further tool."""
     messages = list(messages)
-    applying = False
     for execution in decided:
         tool = agent.tool(execution["tool_name"])
         if ctx.cancelled():
@@ -141,9 +196,6 @@ def apply_decisions(
             ctx.emit(event_name(kind, "tool_completed"), {"tool": done, "content": done["result"], **(fields or {})})
             messages.append({"role": "tool", "tool_call_id": execution["tool_call_id"], "content": done["result"]})
         elif execution.get("confirmed") is True or execution.get("requires_user_input"):
-            if not applying:
-                ctx.applying_tools()
-                applying = True
             messages.append(run_tool(tool, with_user_input(execution), ctx, kind, fields))
         else:
             messages.append({"role": "tool", "tool_call_id": execution["tool_call_id"], "content": REJECTED})

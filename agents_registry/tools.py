@@ -22,6 +22,7 @@ from .tool_schema import arguments_model, context_parameter, describe, parameter
 
 REJECTED = "The user rejected this tool call; it was not executed."
 ON_ERROR = ("report", "fail")
+ON_INTERRUPT = ("report", "fail")
 # A JSON schema type as AgentOS' `UserInputField` names it (Python's type names)
 _FIELD_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "array": "list"}
 
@@ -38,6 +39,10 @@ class Tool:
     function: Callable[..., object]
     requires_confirmation: bool = False
     on_error: str = "report"
+    # A call that a lost attempt started and never finished (the worker died inside it): an idempotent tool runs
+    # again; any other one is reported to the model as of unknown outcome ("report") or fails the run ("fail").
+    idempotent: bool = False
+    on_interrupt: str = "report"
     # The two other pauses: the client runs the tool and sends its result (`external_execution`), or fills in the
     # `user_input_fields` (all the parameters when none are named), which the model is not asked for.
     external_execution: bool = False
@@ -51,6 +56,8 @@ class Tool:
     def __post_init__(self):
         if self.on_error not in ON_ERROR:
             raise ValueError(f"tool {self.name}: on_error must be one of {ON_ERROR}, not {self.on_error!r}")
+        if self.on_interrupt not in ON_INTERRUPT:
+            raise ValueError(f"tool {self.name}: on_interrupt must be one of {ON_INTERRUPT}, not {self.on_interrupt!r}")
         if sum((self.requires_confirmation, self.external_execution, self.requires_user_input)) > 1:
             raise ValueError(f"tool {self.name}: pauses for one thing only (confirmation, external execution or input)")
         if self.requires_user_input:
@@ -163,11 +170,14 @@ def tool(
     requires_user_input: bool = False,
     user_input_fields: list[str] | tuple[str, ...] = (),
     on_error: str = "report",
+    idempotent: bool = False,
+    on_interrupt: str = "report",
 ):
     """Make a tool of a plain typed function: its name, its docstring for the description and the `Args:` lines
     for its parameters', the parameter schema from its type hints. Usable bare (`@tool`) or with options
-    (`@tool(requires_confirmation=True)`, `external_execution`, `requires_user_input` with `user_input_fields`).
-    The result stays callable as the function."""
+    (`@tool(requires_confirmation=True)`, `external_execution`, `requires_user_input` with `user_input_fields`;
+    `idempotent` and `on_interrupt` for a call a lost attempt left unfinished). The result stays callable as the
+    function."""
 
     def make(function: Callable) -> Tool:
         summary, described = describe(function)
@@ -183,6 +193,8 @@ def tool(
             requires_user_input=requires_user_input,
             user_input_fields=tuple(user_input_fields),
             on_error=on_error,
+            idempotent=idempotent,
+            on_interrupt=on_interrupt,
             arguments=model,
             context_parameter=context_parameter(function),
         )

@@ -91,7 +91,6 @@ class Run(models.Model):
     # ends), and the decisions of every continue so far, for operators and the poll.
     continued_tools = models.JSONField(null=True, blank=True)
     tool_decisions = models.JSONField(default=list, blank=True)
-    tools_applied_attempt = models.PositiveIntegerField(null=True, blank=True)  # ran confirmed tools in this attempt
     # When a cancel was asked of the run while it executed; the watcher reads it when Redis cannot tell it.
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     # The inbox channel of the web process whose client asked for this run's stream when submitting it: its events
@@ -134,3 +133,31 @@ class RunEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.event_index} {self.event}"
+
+
+class Step(models.Model):
+    """One step of a run's journal (`runs.services.journal`): a model call or a tool call of a leg, at its
+    `position` in the order the run loop made them, with what it answered. `leg` counts the run's continues (0: the
+    leg that its submit started). Written as each step completes, fenced by the attempt that owns the run."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps", db_index=False, db_constraint=False)
+    leg = models.PositiveIntegerField()
+    position = models.PositiveIntegerField()
+    kind = models.CharField(max_length=8)  # model | tool
+    fingerprint = models.CharField(max_length=32)
+    status = models.CharField(max_length=16)  # started | completed | failed | interrupted
+    tool = models.CharField(max_length=255, null=True, blank=True)
+    call_id = models.CharField(max_length=255, null=True, blank=True)
+    arguments = models.JSONField(null=True, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    attempt = models.PositiveIntegerField()
+    replays = models.PositiveIntegerField(default=0)  # how many later attempts used it instead of calling again
+    duration = models.FloatField(null=True, blank=True)
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "leg", "position"], name="step_position")]
+        ordering = ["leg", "position"]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.leg}.{self.position} {self.kind} {self.status}"

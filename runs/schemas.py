@@ -53,6 +53,12 @@ class RunSerializer(serializers.Serializer):
     pause_kind = serializers.ChoiceField(choices=["executor"], required=False, help_text="a paused workflow's")
     cancellation_stage = serializers.ChoiceField(choices=CancellationStage.values, required=False)
     waiting_on = serializers.UUIDField(required=False, help_text="the run this one waits for in its session")
+    steps = ObjectListField(
+        required=False,
+        help_text="the run's step journal: each model call and tool call (leg, kind, tool, status, attempt, replays, "
+        "duration), in order",
+    )
+    steps_replayed = serializers.IntegerField(required=False, help_text="steps a later attempt replayed at least once")
     started_at = serializers.DateTimeField(required=False)
     completed_at = serializers.DateTimeField(required=False)
 

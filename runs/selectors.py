@@ -14,7 +14,7 @@ from agents_registry.requirements import PAUSE_FIELDS
 from queueing.selectors import ticket_waiting_on
 
 from .exceptions import RunNotFound
-from .models import AgentSession, Run, RunEvent, RunStatus
+from .models import AgentSession, Run, RunEvent, RunStatus, Step
 
 
 def run_get(*, kind: str, component_id: str, run_id: str, session_id: str) -> Run:
@@ -124,6 +124,7 @@ def run_to_wire(run: Run, *, waiting_on: str | None = None) -> dict:
         "queue_attempt": run.attempt,
     }
     events = [event.data for event in RunEvent.objects.filter(run_id=run.run_id).only("data")]
+    steps = run_steps(run_id=run.run_id)
     paused = run.status == RunStatus.PAUSED
     optional = {
         "content": run.content if run.content_type is None or run.content is None else json.loads(run.content),
@@ -133,6 +134,8 @@ def run_to_wire(run: Run, *, waiting_on: str | None = None) -> dict:
         "tools": run.tools if paused else None,
         **(pause_asked(run.component_type, events) if paused else {}),
         "tool_decisions": run.tool_decisions or None,  # beyond: what each continue decided
+        "steps": steps or None,  # beyond: its journal, and how many of its steps a later attempt replayed
+        "steps_replayed": sum(1 for step in steps if step["replays"]) if steps else None,
         "cancellation_stage": run.cancellation_stage if run.status == RunStatus.CANCELLED else None,
         "waiting_on": waiting_on,
         "started_at": _iso(run.started_at),
@@ -140,6 +143,14 @@ def run_to_wire(run: Run, *, waiting_on: str | None = None) -> dict:
     }
     body.update({key: value for key, value in optional.items() if value is not None})
     return body
+
+
+STEP_FIELDS = ("leg", "kind", "tool", "status", "attempt", "replays", "duration")
+
+
+def run_steps(*, run_id) -> list[dict]:
+    """The run's journal as the poll shows it: each model call and tool call of each leg, in order (no outputs)."""
+    return list(Step.objects.filter(run_id=run_id).order_by("leg", "position").values(*STEP_FIELDS))
 
 
 def pause_asked(kind: str, events: list[dict]) -> dict:

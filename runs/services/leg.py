@@ -8,18 +8,14 @@ from collections.abc import Callable
 
 from django.db import connection
 
+from agentos_project.conf import current
 from agents_registry.context import PermanentRunError, RunContext, RunRequest, RunResult
 from agents_registry.registry import ComponentNotFound, registry
 
 from ..events.sink import EventSink, first_event_index
 from ..models import AgentSession, Run
 from ..selectors import session_history
-
-
-def mark_tools_applied(*, run_id, attempt: int) -> None:
-    """Record, before a continuation runs its first confirmed tool, that this attempt did (one guarded UPDATE,
-    fenced on the attempt): a lost leg that had side effects is failed, not offered for confirmation again."""
-    Run.objects.filter(pk=run_id, attempt=attempt).update(tools_applied_attempt=attempt)
+from .journal import RunJournal, Unjournaled, load_entries
 
 
 @dataclasses.dataclass
@@ -27,6 +23,7 @@ class LegResult:
     """What a leg produced: the agent's result, or the error that ended it (`permanent` when retrying cannot help)."""
 
     sink: EventSink
+    journal: Unjournaled | RunJournal = dataclasses.field(default_factory=Unjournaled)
     result: RunResult | None = None
     error: str | None = None
     permanent: bool = False
@@ -44,12 +41,19 @@ def cancelled_leg(leg: LegResult) -> LegResult:
     of a failure), the pause's held event dropped unpublished."""
     leg.sink.drop_held()
     if leg.result is None:
-        return LegResult(leg.sink, result=RunResult(RunResult.CANCELLED, "", [], {}))
-    return LegResult(leg.sink, result=dataclasses.replace(leg.result, status=RunResult.CANCELLED, tools=None))
+        return LegResult(leg.sink, leg.journal, result=RunResult(RunResult.CANCELLED, "", [], {}))
+    cancelled = dataclasses.replace(leg.result, status=RunResult.CANCELLED, tools=None)
+    return LegResult(leg.sink, leg.journal, result=cancelled)
 
 
 def _context(
-    run: Run, sink: EventSink, *, attempt: int, inputs: tuple[dict, list[dict]], cancelled: Callable[[], bool]
+    run: Run,
+    sink: EventSink,
+    *,
+    attempt: int,
+    inputs: tuple[dict, list[dict]],
+    cancelled: Callable[[], bool],
+    journal: Unjournaled | RunJournal,
 ) -> RunContext:
     """What the component sees of the run: its session's state and history, where its events go, and checks."""
     state, history = inputs
@@ -62,8 +66,19 @@ def _context(
         attempt=attempt,
         emit=sink.emit,
         cancelled=cancelled,
-        applying_tools=lambda: mark_tools_applied(run_id=run.run_id, attempt=attempt),
+        journal=journal,
     )
+
+
+def _journal(run: Run, sink: EventSink, attempt: int) -> Unjournaled | RunJournal:
+    """The leg's step journal: a run with a ticket has one, and a leg that ran before (its attempt is not the
+    run's first) finds what its earlier attempts kept. AGENTOS_STEP_JOURNAL=false leaves only a continuation's
+    journal: what says whether its confirmed tools ran."""
+    queue = current().queue
+    if not run.queued or not (queue.step_journal or run.continued_tools is not None):
+        return Unjournaled()
+    entries = load_entries(run, sink) if attempt > 1 else {}
+    return RunJournal(run, sink, attempt=attempt, entries=entries, max_bytes=queue.step_max_bytes)
 
 
 def run_leg(
@@ -87,6 +102,7 @@ def run_leg(
         return LegResult(
             sink, error=f"Component {run.component_type} {run.component_id!r} is not registered here", permanent=True
         )
+    journal = _journal(run, sink, attempt)
     if inputs is None:
         state = AgentSession.objects.values_list("session_state", flat=True).get(pk=run.session_id)
         inputs = state, session_history(session_id=run.session_id, runs=component.num_history_runs)
@@ -94,16 +110,20 @@ def run_leg(
         connection.close()
     deadline = time.monotonic() + timeout_seconds if timeout_seconds else None
     timed_out = lambda: deadline is not None and time.monotonic() > deadline  # noqa: E731
-    ctx = _context(run, sink, attempt=attempt, inputs=inputs, cancelled=lambda: timed_out() or cancelled())
+    ctx = _context(
+        run, sink, attempt=attempt, inputs=inputs, cancelled=lambda: timed_out() or cancelled(), journal=journal
+    )
     request = RunRequest(message=run.input_content, run_messages=run.run_messages, decided_tools=run.continued_tools)
     started = time.monotonic()
     try:
         result = component.run(request, ctx)
     except PermanentRunError as error:
-        return LegResult(sink, error=str(error), permanent=True)
+        return LegResult(sink, journal, error=str(error), permanent=True)
     except Exception as error:
-        return LegResult(sink, error=str(error) or type(error).__name__)
+        return LegResult(sink, journal, error=str(error) or type(error).__name__)
+    finally:
+        journal.ended()
     if timed_out():
-        return LegResult(sink, error=f"Run exceeded timeout_seconds={timeout_seconds:g}")
+        return LegResult(sink, journal, error=f"Run exceeded timeout_seconds={timeout_seconds:g}")
     result.metrics = {**result.metrics, "duration": round(time.monotonic() - started, 6)}
-    return LegResult(sink, result=result)
+    return LegResult(sink, journal, result=result)

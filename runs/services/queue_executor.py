@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from django.db.models import F
-
 from agentos_project.conf import current
 from agents_registry.registry import ComponentNotFound, registry
 from queueing.models import TicketStatus
@@ -11,10 +9,11 @@ from queueing.seam import Claim, Outcome, Settlement, SettleStatements
 from queueing.shutdown import INTERRUPTED, interrupted, interrupted_outcome
 
 from ..jsonsafe import storable_text
-from ..models import RUN_STATUS_OF_TICKET, CancellationStage, Run, RunStatus
+from ..models import RUN_STATUS_OF_TICKET, CancellationStage, RunStatus
 from ..selectors import run_for_leg
 from .cancel import run_cancel_by_id
 from .cancel_signal import watcher
+from .journal import run_continuation_progressed, run_continuation_untouched, run_journals_prune
 from .leg import LegResult, cancelled_leg, run_leg
 from .states import (
     START_SQL,
@@ -84,10 +83,19 @@ class RunExecutor:
         return Outcome(TicketStatus.CANCELLED)  # no leg ran (an interrupted one): settled by `settle`
 
     def parks_lost_attempt(self, ticket_id: str) -> bool:
-        """A continuation leg lost before it ran a confirmed tool (or recorded anything) can be continued again;
-        one that may have run a tool is failed, as any lost attempt is (at most once)."""
-        continuing = Run.objects.filter(pk=ticket_id, continued_tools__isnull=False)
-        return continuing.exclude(tools_applied_attempt=F("attempt")).exists()
+        """A continuation leg lost before it started a confirmed tool (its journal holds no tool call of the leg)
+        can be continued again; one that started a tool is not offered for confirmation again."""
+        return run_continuation_untouched(run_id=ticket_id)
+
+    def resumes_lost_attempt(self, ticket_id: str) -> bool:
+        """A continuation leg lost after it started a confirmed tool runs once more: its journal has that tool's
+        call, so the next attempt resumes after it (a completed tool is not run twice; an unfinished one follows
+        its `on_interrupt`). Only if the lost attempt itself journaled a step: one that made no progress fails."""
+        return run_continuation_progressed(run_id=ticket_id)
+
+    def forget(self, ticket_ids: list[str]) -> None:
+        """Pruned tickets' runs keep their record and events, not their journals: no attempt will replay them."""
+        run_journals_prune(run_ids=ticket_ids)
 
     def settle_statements(self, settlement: Settlement, fence: str) -> SettleStatements:
         """How an attempt ended, as statements for the queue's one-message finish, each guarded by `fence`: the

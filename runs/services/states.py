@@ -124,6 +124,7 @@ def run_record_leg_calls(*, run_id, attempt: int, leg: LegResult, final: bool, f
     the transaction the queue marked with it (`queueing.seam.FENCE`). The caller publishes the held events
     once they commit."""
     sink, result = leg.sink, leg.result
+    journaled = leg.journal.write_call(fence)  # first: it takes the events emitted so far, but for held ones
     row = {"run_id": run_id, "attempt": attempt, "next_event_index": None, "fence": fence}
     if result is None:
         error = storable(leg.error)
@@ -154,6 +155,8 @@ def run_record_leg_calls(*, run_id, attempt: int, leg: LegResult, final: bool, f
         calls.insert(0, store_events_call(sink, fence))
     if result is not None and result.status == RunResult.COMPLETED:
         calls.append(save_state_call(session_id=sink.run.session_id, state=result.session_state, fence=fence))
+    if journaled is not None:
+        calls.insert(0, journaled)  # while the run is still RUNNING under this attempt, as its fence wants
     return calls
 
 

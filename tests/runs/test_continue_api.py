@@ -21,8 +21,7 @@ from queueing.settle import settle_attempt
 from queueing.sweeper import sweep_once
 from queueing.tickets import ticket_claim
 from queueing.worker import worker_execute, worker_identity
-from runs.models import Run, RunEvent
-from runs.services.leg import mark_tools_applied
+from runs.models import Run, RunEvent, Step
 
 from ..conftest import submit
 from .conftest import accept_run, row_counts
@@ -275,13 +274,23 @@ def test_cancel_of_a_paused_run_ends_it_with_stage_paused_and_its_session_goes_o
     assert (refused.status_code, refused.json()) == (409, {"detail": f"Cannot continue run {run_id}: run is cancelled"})
 
 
-@pytest.mark.parametrize(("applied", "ending"), [(False, ("PAUSED", "paused")), (True, ("ERROR", "failed"))])
-def test_a_lost_continuation_is_parked_only_if_it_ran_no_tool(api, redis_db, applied, ending):
+def started_tool_step(run_id: str, attempt: int) -> Step:
+    """What a continuation's journal writes before its first confirmed tool runs."""
+    leg = len(Run.objects.get(pk=run_id).tool_decisions)
+    call = Run.objects.get(pk=run_id).continued_tools[0]
+    return Step.objects.create(
+        run_id=run_id, leg=leg, position=0, kind="tool", fingerprint="f" * 32, status="started",
+        tool=call["tool_name"], call_id=call["tool_call_id"], arguments=call["tool_args"], attempt=attempt,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("applied", "ending"), [(False, ("PAUSED", "paused")), (True, ("PENDING", "queued"))])
+def test_a_lost_continuation_is_parked_if_it_ran_no_tool_else_resumed(api, redis_db, applied, ending):
     run_id = paused_run(f"ct-7-{applied}")
     continue_(api, run_id, session_id=f"ct-7-{applied}", tools=decided(run_id, True))
     claim = ticket_claim(ticket_id=run_id, worker_id="gone", grace_seconds=60)
     if applied:
-        mark_tools_applied(run_id=run_id, attempt=claim.attempt)  # what the leg writes before its first tool
+        started_tool_step(run_id, claim.attempt)
     Ticket.objects.filter(pk=run_id).update(locked_at=F("locked_at") - datetime.timedelta(hours=1))
 
     sweep_once(current().queue)
