@@ -7,13 +7,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 @dataclasses.dataclass
 class Answer:
     """One answer: `text` (split into `chunks` deltas when streamed), `tool_calls` as (id, name, arguments), the
-    `reasoning` deltas before the text, the `usage` it reports; or an error `status` with its `error` message."""
+    `reasoning` deltas before the text, the `usage` it reports; or an error `status` with its `error` message.
+    `delay`: seconds the server waits before answering (a slow model, for a test that kills a worker meanwhile)."""
 
     text: str = ""
     tool_calls: list[tuple[str, str, dict]] = dataclasses.field(default_factory=list)
@@ -22,6 +24,7 @@ class Answer:
     status: int = 200
     error: str = ""
     chunks: int = 2
+    delay: float = 0.0
 
 
 class FakeOpenAI:
@@ -59,6 +62,7 @@ class FakeOpenAI:
                 headers = {name.lower(): value for name, value in self.headers.items()}
                 request = {"path": self.path, "auth": headers.get("authorization"), "headers": headers}
                 answer = fake.next_answer({**request, **body})
+                time.sleep(answer.delay)
                 if answer.status != 200:
                     return self._send(answer.status, {"error": {"message": answer.error, "type": "invalid_request"}})
                 if body.get("stream"):

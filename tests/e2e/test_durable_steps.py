@@ -1,0 +1,194 @@
+"""Durable steps (the step journal) through real processes: a web replica, Celery workers that are SIGKILLed or
+SIGSTOPped inside a tool, a sweeper, and a fake OpenAI-compatible server. The agent's three tools count their side
+effects in a table of the test's own (`user_modules/ledger.py`)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+
+import pytest
+from django.db import connection
+
+from agents_registry.steps import INTERRUPTED_FAILS, OUTCOME_UNKNOWN
+from runs.models import Run, RunEvent, Step
+
+from ..agents_registry.user_modules.ledger import EFFECTS, INSTRUCTIONS
+from ..conftest import wait_until
+from ..fake_openai import Answer
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+LEDGER = "/agents/ledger"
+MODULE = "tests.agents_registry.user_modules.ledger"
+GRACE = {"AGENTOS_LOCK_GRACE_SECONDS": "3", "AGENTOS_POLL_INTERVAL": "0.5"}
+TRIP = [
+    Answer(tool_calls=[("call_1", "reserve_seat", {"flight": "LH 400"})], usage={"input": 10, "output": 5}),
+    Answer(tool_calls=[("call_2", "charge_card", {"amount": 420})], usage={"input": 20, "output": 5}),
+    Answer(tool_calls=[("call_3", "send_email", {"to": "ada@example.com"})], usage={"input": 30, "output": 5}),
+    Answer(text="Booked: seat 12A, card charged.", usage={"input": 40, "output": 8}),
+]
+
+
+@pytest.fixture
+def effects():
+    """The table the ledger's tools write a row to per side effect; `effects()` counts them by tool."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE IF NOT EXISTS {EFFECTS} (tool text, run_id text, attempt int)")
+        cursor.execute(f"TRUNCATE {EFFECTS}")
+
+    def counted() -> dict[str, int]:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT tool, count(*) FROM {EFFECTS} GROUP BY tool")
+            return dict(cursor.fetchall())
+
+    yield counted
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {EFFECTS}")
+
+
+@pytest.fixture
+def ledger(start_web, start_worker, start_sweeper, fake_openai, tmp_path):
+    """A web replica and a sweeper serving the ledger agent (`components` names the module's function), and a
+    worker of one slot whose `send_email` hangs while the file `hang` exists; the fake model scripted with TRIP."""
+
+    def start(components: str = "components", max_attempts: int = 2):
+        hang = tmp_path / "hang"
+        hang.touch()
+        env = {
+            "AGENTOS_COMPONENTS": f"{MODULE}:{components}",
+            "FAKE_OPENAI_URL": fake_openai.url,
+            "AGENTOS_MAX_ATTEMPTS": str(max_attempts),
+            "LEDGER_HANG": str(hang),
+            **GRACE,
+        }
+        fake_openai.answer(*TRIP)
+        web = start_web(**env)
+        start_sweeper(**env)
+        return web, start_worker(concurrency=1, **env), env, hang
+
+    return start
+
+
+def killed_inside_the_third_tool(web, worker, effects, hang, session_id: str) -> str:
+    """Submit the trip, wait until the worker is inside `send_email` (its two tools before it completed), SIGKILL
+    it, and stop the hang for whatever runs next; the run's id."""
+    run_id = web.submitted(session_id, "book my trip", prefix=LEDGER)
+    wait_until(lambda: effects().get("send_email") == 1, timeout=30, what="the worker to be inside send_email")
+    worker.signal(signal.SIGKILL)
+    hang.unlink()
+    return run_id
+
+
+def requests_seen(fake_openai) -> list[int]:
+    """For each request the fake model received: how many tool results its messages carried (which turn it is)."""
+    return [sum(1 for m in request["messages"] if m["role"] == "tool") for request in fake_openai.requests]
+
+
+def test_a_run_killed_inside_its_third_tool_resumes_after_the_second(ledger, start_worker, effects, fake_openai):
+    web, worker, env, hang = ledger()
+    run_id = killed_inside_the_third_tool(web, worker, effects, hang, "trip-1")
+    start_worker(concurrency=1, **env)
+
+    polled = web.wait_status(run_id, "trip-1", "COMPLETED", prefix=LEDGER, timeout=40)
+
+    assert polled["content"] == "Booked: seat 12A, card charged."
+    assert effects() == {"reserve_seat": 1, "charge_card": 1, "send_email": 1}
+    assert requests_seen(fake_openai) == [0, 1, 2, 3], "no journaled model call was asked again"
+    told = fake_openai.requests[-1]["messages"][-1]
+    assert told == {
+        "role": "tool",
+        "tool_call_id": "call_3",
+        "content": OUTCOME_UNKNOWN.format(tool="send_email", call_id="call_3"),
+    }
+    assert polled["queue_attempt"] == 2
+    assert [(s["kind"], s["tool"], s["status"], s["attempt"], s["replays"]) for s in polled["steps"]] == [
+        ("model", None, "completed", 1, 1),
+        ("tool", "reserve_seat", "completed", 1, 1),
+        ("model", None, "completed", 1, 1),
+        ("tool", "charge_card", "completed", 1, 1),
+        ("model", None, "completed", 1, 1),
+        ("tool", "send_email", "completed", 2, 0),
+        ("model", None, "completed", 2, 0),
+    ]
+    assert polled["steps_replayed"] == 5
+    print("\npoll of a run killed inside its third tool:", polled)
+    completed = [e.data["tool"]["tool_name"] for e in RunEvent.objects.filter(run_id=run_id, event="ToolCallCompleted")]
+    assert completed == ["reserve_seat", "charge_card", "send_email"], "each call completed once in the stream"
+    replayed = RunEvent.objects.get(run_id=run_id, event="CustomEvent").data
+    assert (replayed["name"], replayed["attempt"], replayed["model_calls"], replayed["tool_calls"]) == (
+        "StepsReplayed",
+        2,
+        3,
+        2,
+    )
+
+
+def test_an_idempotent_tool_interrupted_runs_again(ledger, start_worker, effects, fake_openai):
+    web, worker, env, hang = ledger("idempotent")
+    run_id = killed_inside_the_third_tool(web, worker, effects, hang, "trip-2")
+    start_worker(concurrency=1, **env)
+
+    polled = web.wait_status(run_id, "trip-2", "COMPLETED", prefix=LEDGER, timeout=40)
+
+    assert effects() == {"reserve_seat": 1, "charge_card": 1, "send_email": 2}
+    assert requests_seen(fake_openai) == [0, 1, 2, 3]
+    assert fake_openai.requests[-1]["messages"][-1]["content"] == "sent to ada@example.com"
+    assert polled["content"] == "Booked: seat 12A, card charged."
+
+
+def test_an_interrupted_tool_that_must_not_guess_fails_the_run_naming_it(ledger, start_worker, effects, fake_openai):
+    web, worker, env, hang = ledger("failing")
+    run_id = killed_inside_the_third_tool(web, worker, effects, hang, "trip-3")
+    start_worker(concurrency=1, **env)
+
+    polled = web.wait_status(run_id, "trip-3", "ERROR", prefix=LEDGER, timeout=40)
+
+    assert polled["content"] == INTERRUPTED_FAILS.format(tool="send_email", call_id="call_3", attempt=1)
+    assert effects() == {"reserve_seat": 1, "charge_card": 1, "send_email": 1}
+    assert requests_seen(fake_openai) == [0, 1, 2]
+    assert [s["status"] for s in polled["steps"]][-1] == "interrupted"
+    job = web.get(f"/queue/jobs/{run_id}")
+    assert (job["status"], job["error"]) == ("failed", polled["content"]), "a dead letter an operator can requeue"
+
+
+def test_a_changed_component_replays_nothing_past_the_first_step_that_differs(
+    ledger, start_worker, effects, fake_openai
+):
+    web, worker, env, hang = ledger()
+    run_id = killed_inside_the_third_tool(web, worker, effects, hang, "trip-4")
+    fake_openai.answer(*TRIP)  # the reworded agent's model answers the same
+    start_worker(concurrency=1, **{**env, "AGENTOS_COMPONENTS": f"{MODULE}:reworded"})
+
+    web.wait_status(run_id, "trip-4", "COMPLETED", prefix=LEDGER, timeout=40)
+
+    systems = [request["messages"][0]["content"] for request in fake_openai.requests]
+    assert systems[:3] == [INSTRUCTIONS] * 3
+    assert set(systems[3:]) == {"Book the trip, and be quick about it."}
+    assert requests_seen(fake_openai)[3:] == [0, 1, 2, 3], "the first model call differs: all runs live again"
+    assert effects() == {"reserve_seat": 2, "charge_card": 2, "send_email": 2}
+    steps = list(Step.objects.filter(run_id=run_id).values_list("attempt", "replays"))
+    assert steps == [(2, 0)] * 7
+
+
+def test_a_frozen_attempt_that_wakes_writes_nothing_into_its_successors_journal(
+    ledger, start_worker, effects, fake_openai, tmp_path
+):
+    web, zombie, env, hang = ledger()
+    run_id = web.submitted("trip-5", "book my trip", prefix=LEDGER)
+    wait_until(lambda: effects().get("send_email") == 1, timeout=30, what="the worker to be inside send_email")
+    zombie.signal(signal.SIGSTOP)
+    start_worker(concurrency=1, **env)
+    web.wait_status(run_id, "trip-5", "COMPLETED", prefix=LEDGER, timeout=40)
+    journal = list(Step.objects.filter(run_id=run_id).values())
+    events = list(RunEvent.objects.filter(run_id=run_id).values_list("event_index", "event", "attempt"))
+
+    hang.unlink()  # the zombie's send_email returns when it wakes, and its journal write is refused
+    zombie.signal(signal.SIGCONT)
+    wait_until(lambda: re.search(rf"run={run_id} attempt=1 fenced", zombie.log()), timeout=15, what="the refusal")
+    time.sleep(1)
+
+    assert list(Step.objects.filter(run_id=run_id).values()) == journal
+    assert list(RunEvent.objects.filter(run_id=run_id).values_list("event_index", "event", "attempt")) == events
+    assert Run.objects.get(pk=run_id).status == "COMPLETED"
+    assert effects()["send_email"] == 1, "the successor reported the call it found unfinished, and ran it not"
