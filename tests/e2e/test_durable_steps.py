@@ -4,11 +4,13 @@ effects in a table of the test's own (`user_modules/ledger.py`)."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import time
 
 import pytest
+import requests
 from django.db import connection
 
 from agents_registry.steps import INTERRUPTED_FAILS, OUTCOME_UNKNOWN
@@ -192,3 +194,36 @@ def test_a_frozen_attempt_that_wakes_writes_nothing_into_its_successors_journal(
     assert list(RunEvent.objects.filter(run_id=run_id).values_list("event_index", "event", "attempt")) == events
     assert Run.objects.get(pk=run_id).status == "COMPLETED"
     assert effects()["send_email"] == 1, "the successor reported the call it found unfinished, and ran it not"
+
+
+def test_a_continuation_killed_after_its_confirmed_tool_resumes_after_it(ledger, start_worker, effects, fake_openai):
+    web, worker, env, hang = ledger("refunds", max_attempts=1)
+    fake_openai.answer(
+        Answer(tool_calls=[("call_r", "refund", {"amount": 30})]),
+        Answer(text="never seen: the worker dies while waiting for it", delay=60),
+        Answer(text="Refunded 30 EUR."),
+    )
+    run_id = web.submitted("refund-1", "refund my 30 EUR", prefix=LEDGER)
+    paused = web.wait_status(run_id, "refund-1", "PAUSED", prefix=LEDGER, timeout=30)
+    confirmed = json.dumps([{**call, "confirmed": True} for call in paused["tools"]])
+    answer = requests.post(
+        f"{web.url}{LEDGER}/runs/{run_id}/continue",
+        data={"tools": confirmed, "session_id": "refund-1", "background": "true", "stream": "false"},
+        timeout=30,
+    )
+    assert answer.status_code == 202, answer.text
+    wait_until(lambda: len(fake_openai.requests) == 2, timeout=30, what="the model call after the refund")
+    worker.signal(signal.SIGKILL)
+    start_worker(concurrency=1, **env)
+
+    polled = web.wait_status(run_id, "refund-1", "COMPLETED", prefix=LEDGER, timeout=40)
+
+    assert polled["content"] == "Refunded 30 EUR."
+    assert effects() == {"refund": 1}, "the confirmed tool ran once"
+    assert [(s["leg"], s["kind"], s["tool"], s["attempt"], s["replays"]) for s in polled["steps"]] == [
+        (1, "tool", "refund", 2, 1),
+        (1, "model", None, 3, 0),
+    ]
+    assert polled["queue_attempt"] == 3, "the lost continuation was queued once more, not failed"
+    told = [m for m in fake_openai.requests[2]["messages"] if m["role"] == "tool"]
+    assert told == [{"role": "tool", "tool_call_id": "call_r", "content": "refunded 30 EUR"}]

@@ -68,3 +68,16 @@ def failing():
 def reworded():
     """The same agent with other instructions: a changed component."""
     return _agent(tool(send_email), instructions="Book the trip, and be quick about it.")
+
+
+@tool(requires_confirmation=True)
+def refund(amount: int, ctx: RunContext) -> str:
+    """Refund the customer (a person confirms it first)."""
+    effect("refund", ctx)
+    return f"refunded {amount} EUR"
+
+
+def refunds():
+    """The ledger agent with one tool, which pauses the run for a confirmation."""
+    model = OpenAIChat("fake-model", base_url=os.environ["FAKE_OPENAI_URL"], api_key="sk-test", max_retries=0)
+    return [Agent(id="ledger", name="Ledger", model=model, tools=[refund])]
