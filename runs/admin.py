@@ -1,4 +1,4 @@
-"""The Django admin of sessions and runs (CONTRACT 12): read-only, runs with their stored events.
+"""The Django admin of sessions and runs (CONTRACT 12): read-only, runs with their step journal and stored events.
 
 Every field of a session, a run and an event is an invariant some process relies on (statuses and attempts
 fence late writers, event indexes order the stream, tickets name runs by id), so nothing is editable, added or
@@ -13,7 +13,7 @@ from django.http import HttpRequest
 
 from queueing.admin import OperatedReadOnlyAdmin, RunIdSearchMixin, report_cancel
 
-from .models import AgentSession, Run, RunEvent
+from .models import AgentSession, Run, RunEvent, Step
 from .services.cancel import run_cancel_by_id
 
 
@@ -25,13 +25,7 @@ class AgentSessionAdmin(OperatedReadOnlyAdmin):
     ordering = ("-updated_at",)
 
 
-class RunEventInline(admin.TabularInline):
-    """The run's stored events in index order, as the poll returns them."""
-
-    model = RunEvent
-    fields = ("event_index", "attempt", "event", "data", "created_at")
-    readonly_fields = fields
-    ordering = ("event_index",)
+class ReadOnlyInline(admin.TabularInline):
     extra = 0
     can_delete = False
 
@@ -43,6 +37,26 @@ class RunEventInline(admin.TabularInline):
 
     def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
+
+
+class StepInline(ReadOnlyInline):
+    """The run's step journal: each model call and tool call of each leg, the attempt that made it, and how many
+    later attempts replayed it instead of calling again."""
+
+    model = Step
+    fields = ("leg", "position", "kind", "tool", "call_id", "status", "attempt", "replays", "duration", "output")
+    readonly_fields = fields
+    ordering = ("leg", "position")
+    verbose_name_plural = "journal steps"
+
+
+class RunEventInline(ReadOnlyInline):
+    """The run's stored events in index order, as the poll returns them."""
+
+    model = RunEvent
+    fields = ("event_index", "attempt", "event", "data", "created_at")
+    readonly_fields = fields
+    ordering = ("event_index",)
 
 
 @admin.register(Run)
@@ -62,7 +76,7 @@ class RunAdmin(RunIdSearchMixin, OperatedReadOnlyAdmin):
     search_fields = ("session__session_id",)
     search_help_text = "A run id (whole, or its first characters), or part of a session id."
     ordering = ("-created_at",)
-    inlines = (RunEventInline,)
+    inlines = (StepInline, RunEventInline)
     actions = ("cancel",)
 
     @admin.action(description="Cancel", permissions=["operate"])

@@ -145,6 +145,7 @@ class RunJournal(Journal):
         self.write()
 
     def _step(self, status: str, output: dict | None, duration: float | None) -> dict:
+        duration = None if duration is None else round(duration, 6)
         step = {**self.current, "status": status, "output": output, "duration": duration}
         size = len(json.dumps(step, default=str))
         if size > self.max_bytes:

@@ -17,7 +17,7 @@ from agents_registry.steps import INTERRUPTED_FAILS, OUTCOME_UNKNOWN
 from runs.models import Run, RunEvent, Step
 
 from ..agents_registry.user_modules.ledger import EFFECTS, INSTRUCTIONS
-from ..conftest import wait_until
+from ..conftest import metric_samples, wait_until
 from ..fake_openai import Answer
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -82,6 +82,13 @@ def killed_inside_the_third_tool(web, worker, effects, hang, session_id: str) ->
     return run_id
 
 
+def replay_counters(web) -> tuple[float, ...]:
+    """What /metrics counts of the journal: replayed model calls, replayed tool calls, interrupted tool calls."""
+    samples = metric_samples(requests.get(f"{web.url}/metrics", timeout=10).text)
+    names = ("replayed_model_calls", "replayed_tool_calls", "interrupted_tool_calls")
+    return tuple(samples.get((f"agentos_runs_{name}_total", ()), 0.0) for name in names)
+
+
 def requests_seen(fake_openai) -> list[int]:
     """For each request the fake model received: how many tool results its messages carried (which turn it is)."""
     return [sum(1 for m in request["messages"] if m["role"] == "tool") for request in fake_openai.requests]
@@ -114,6 +121,7 @@ def test_a_run_killed_inside_its_third_tool_resumes_after_the_second(ledger, sta
         ("model", None, "completed", 2, 0),
     ]
     assert polled["steps_replayed"] == 5
+    wait_until(lambda: replay_counters(web) == (3, 2, 1), timeout=10, what="/metrics to count the replay")
     print("\npoll of a run killed inside its third tool:", polled)
     completed = [e.data["tool"]["tool_name"] for e in RunEvent.objects.filter(run_id=run_id, event="ToolCallCompleted")]
     assert completed == ["reserve_seat", "charge_card", "send_email"], "each call completed once in the stream"

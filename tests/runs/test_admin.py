@@ -13,7 +13,7 @@ from queueing.models import Ticket
 from queueing.sweeper import sweep_once
 from queueing.tickets import SWEEP_ERROR, ticket_claim
 from queueing.worker import worker_execute
-from runs.models import Run
+from runs.models import Run, Step
 
 from ..conftest import submit_background, wait_status, with_conf
 
@@ -185,7 +185,8 @@ def test_the_run_change_page_shows_its_events_read_only(operator, api):
     html = page.content.decode()
     assert html.index("RunStarted") < html.index("RunCompleted")
     assert 'name="events-0-event"' not in html and 'name="_save"' not in html
-    (events,) = page.context["inline_admin_formsets"]
+    steps, events = page.context["inline_admin_formsets"]
+    assert list(steps) == [], "a run of one model call journals nothing"
     assert [form.original.event for form in events] == ["RunStarted", "RunCompleted"]
     assert (events.has_add_permission, events.has_change_permission, events.has_delete_permission) == (
         False,
@@ -263,3 +264,21 @@ def test_tickets_filter_by_status_component_and_session(operator, api):
     assert listed(operator, TICKETS, session="admin-filter-b") == [waiting]
     assert listed(operator, TICKETS, component_type="team") == []
     assert listed(operator, "/admin/runs/run/", status="COMPLETED") == [done]
+
+
+@pytest.mark.django_db
+def test_the_run_change_page_shows_its_journal_with_what_a_retry_replayed(operator, api):
+    run_id = executed(api, "admin-steps", "steps sleep=0")
+    for position, (kind, tool, attempt, replays) in enumerate([("model", None, 1, 1), ("tool", "refund", 2, 0)]):
+        Step.objects.create(
+            run_id=run_id, leg=0, position=position, kind=kind, fingerprint="f" * 32, status="completed",
+            tool=tool, attempt=attempt, replays=replays, output={"content": "ok"}, duration=0.01,
+        )  # fmt: skip
+
+    page = operator.get(f"/admin/runs/run/{run_id}/change/")
+
+    steps, _ = page.context["inline_admin_formsets"]
+    shown = [(f.original.kind, f.original.tool, f.original.attempt, f.original.replays) for f in steps]
+    assert shown == [("model", None, 1, 1), ("tool", "refund", 2, 0)]
+    assert (steps.has_add_permission, steps.has_change_permission, steps.has_delete_permission) == (False,) * 3
+    assert "Journal steps" in page.content.decode()
