@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agents_registry.chat_models import ToolCall
-from agents_registry.components import Agent
+from agents_registry.components import Agent, Team
 from agents_registry.context import PermanentRunError, RunRequest
 from agents_registry.steps import COMPLETED, INTERRUPTED_FAILS, OUTCOME_UNKNOWN, STARTED, Journal, Recorded
 from agents_registry.tools import tool
@@ -141,3 +141,46 @@ def test_an_unfinished_call_of_a_tool_that_must_not_guess_fails_the_run_naming_i
 def test_on_interrupt_takes_report_or_fail_only():
     with pytest.raises(ValueError, match="on_interrupt must be one of"):
         tool(lambda: "x", name="x", on_interrupt="retry")
+
+
+class Leading:
+    """A leader that sums up its members' answers; counts its requests."""
+
+    id, provider = "leading", "test"
+
+    def __init__(self):
+        self.requests = 0
+
+    def stream(self, messages, tools, ctx):
+        self.requests += 1
+        yield " / ".join(m["content"] for m in messages if m["role"] == "assistant")
+
+
+def test_a_team_replays_its_members_steps_in_order(make_context, recorder):
+    charges: list = []
+    first, second = charging_agent(charges), charging_agent(charges)
+    first, second = (Agent(id=f"m{n}", model=m.model, tools=m.tools) for n, m in ((1, first), (2, second)))
+    team = Team(id="payers", leader=Agent(id="lead", model=Leading()), members=(first, second))
+    journal = MemoryJournal()
+    done = team.run(RunRequest(message="pay"), make_context(journal=journal))
+    recorder.events.clear()
+
+    again = team.run(RunRequest(message="pay"), make_context(journal=MemoryJournal(journal.kept)))
+
+    assert done.content == again.content == "done: charged 5 / done: charged 5"
+    assert charges == [5, 5], "each member's tool ran once, in the first attempt"
+    assert (first.model.requests, second.model.requests, team.leader.model.requests) == (2, 2, 1)
+    assert [entry["kind"] for entry in journal.kept] == ["model", "tool", "model"] * 2 + ["model"]
+    assert not any(name.startswith(("ToolCall", "ModelRequest")) or "Content" in name for name in recorder.names)
+
+
+def test_a_call_that_failed_its_run_for_an_operator_runs_again_when_requeued(make_context):
+    charges: list = []
+    agent = charging_agent(charges, dying=True, on_interrupt="fail")
+    journal = interrupted_journal(agent, make_context)
+    with pytest.raises(PermanentRunError):
+        agent.run(RunRequest(message="pay"), make_context(journal=journal))
+
+    requeued = agent.run(RunRequest(message="pay"), make_context(journal=MemoryJournal(journal.kept)))
+
+    assert (requeued.content, charges) == ("done: charged 5", [5, 5])

@@ -4,6 +4,7 @@ effects in a table of the test's own (`user_modules/ledger.py`)."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import signal
@@ -12,8 +13,10 @@ import time
 import pytest
 import requests
 from django.db import connection
+from django.db.models import F
 
 from agents_registry.steps import INTERRUPTED_FAILS, OUTCOME_UNKNOWN
+from queueing.models import Ticket
 from runs.models import Run, RunEvent, Step
 
 from ..agents_registry.user_modules.ledger import EFFECTS, INSTRUCTIONS
@@ -160,6 +163,14 @@ def test_an_interrupted_tool_that_must_not_guess_fails_the_run_naming_it(ledger,
     assert [s["status"] for s in polled["steps"]][-1] == "interrupted"
     job = web.get(f"/queue/jobs/{run_id}")
     assert (job["status"], job["error"]) == ("failed", polled["content"]), "a dead letter an operator can requeue"
+
+    Ticket.objects.filter(pk=run_id).update(completed_at=F("completed_at") - datetime.timedelta(hours=1))
+    assert requests.post(f"{web.url}/queue/jobs/{run_id}/requeue", timeout=10).status_code == 200
+    again = web.wait_status(run_id, "trip-3", "COMPLETED", prefix=LEDGER, timeout=40)
+    assert again["queue_attempt"] == 3
+    assert effects() == {"reserve_seat": 1, "charge_card": 1, "send_email": 2}, "the operator's requeue runs it again"
+    assert requests_seen(fake_openai) == [0, 1, 2, 3]
+    assert fake_openai.requests[-1]["messages"][-1]["content"] == "sent to ada@example.com"
 
 
 def test_a_changed_component_replays_nothing_past_the_first_step_that_differs(
