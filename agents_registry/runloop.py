@@ -49,7 +49,7 @@ def model_turn(
     """Stream one model answer, emitting a content event per chunk (reasoning too, as `reasoning_content`), all with
     `fields`; a model with `request_events` has the request told by its started and completed events. An answer
     the journal holds for this very request is replayed: no call, no event."""
-    request = fingerprint(MODEL, model.id, list(messages), [tool.schema() for tool in tools], response_format)
+    request = lambda: fingerprint(MODEL, model.id, messages, [tool.schema() for tool in tools], response_format)  # noqa: E731
     recorded = ctx.journal.replay(MODEL, request)
     if recorded is not None:
         return Turn.recorded(recorded.output)
@@ -136,7 +136,7 @@ def run_tool(tool: Tool, execution: dict, ctx: RunContext, kind: str, fields: di
     and never finished runs again only if the tool is idempotent, else follows its `on_interrupt`."""
     call_id, name, arguments = execution["tool_call_id"], execution["tool_name"], execution["tool_args"]
     call = {"name": name, "call_id": call_id, "arguments": arguments}
-    recorded = ctx.journal.replay(TOOL, fingerprint(TOOL, name, call_id, arguments), call)
+    recorded = ctx.journal.replay(TOOL, lambda: fingerprint(TOOL, name, call_id, arguments), call)
     if recorded is not None and recorded.status == COMPLETED:
         return _tool_message(call_id, recorded.output["content"])
     if recorded is not None and recorded.status == STARTED and not tool.idempotent:
@@ -148,17 +148,18 @@ def run_tool(tool: Tool, execution: dict, ctx: RunContext, kind: str, fields: di
         result = tool.call(arguments, ctx)
     except ToolFailed as failure:
         error = str(failure)
-        ctx.journal.completed(TOOL, {"content": error, "error": True}, duration=ctx.clock() - started)
-        failed = {**execution, "result": error, "tool_call_error": True}
-        ctx.emit(event_name(kind, "tool_error"), {"tool": failed, "error": error, **(fields or {})})
+        failed = {"tool": {**execution, "result": error, "tool_call_error": True}, "error": error, **(fields or {})}
+        announce = lambda: ctx.emit(event_name(kind, "tool_error"), failed)  # noqa: E731
+        took = ctx.clock() - started
+        ctx.journal.completed(TOOL, {"content": error, "error": True}, duration=took, announce=announce)
         return _tool_message(call_id, error)
     except Exception as error:  # on_error="fail": the run fails; a retry runs the call again
         failure = {"content": str(error) or type(error).__name__, "error": True}
         ctx.journal.completed(TOOL, failure, duration=ctx.clock() - started, status=FAILED)
         raise
-    ctx.journal.completed(TOOL, {"content": result}, duration=ctx.clock() - started)
-    done = {**execution, "result": result}
-    ctx.emit(event_name(kind, "tool_completed"), {"tool": done, "content": result, **(fields or {})})
+    done = {"tool": {**execution, "result": result}, "content": result, **(fields or {})}
+    announce = lambda: ctx.emit(event_name(kind, "tool_completed"), done)  # noqa: E731
+    ctx.journal.completed(TOOL, {"content": result}, duration=ctx.clock() - started, announce=announce)
     return _tool_message(call_id, result)
 
 
@@ -174,9 +175,9 @@ def _interrupted(tool: Tool, execution: dict, attempt: int, ctx: RunContext, kin
         ctx.journal.interrupted()
         raise PermanentRunError(INTERRUPTED_FAILS.format(**named, attempt=attempt))
     content = OUTCOME_UNKNOWN.format(**named)
-    ctx.journal.completed(TOOL, {"content": content, "outcome_unknown": True}, duration=0.0)
-    done = {**execution, "result": content}
-    ctx.emit(event_name(kind, "tool_completed"), {"tool": done, "content": content, **(fields or {})})
+    done = {"tool": {**execution, "result": content}, "content": content, **(fields or {})}
+    announce = lambda: ctx.emit(event_name(kind, "tool_completed"), done)  # noqa: E731
+    ctx.journal.completed(TOOL, {"content": content, "outcome_unknown": True}, duration=0.0, announce=announce)
     return _tool_message(execution["tool_call_id"], content)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Callable
 
 MODEL = "model"
 TOOL = "tool"
@@ -53,18 +54,27 @@ class Journal:
 
     replaying = False
 
-    def replay(self, kind: str, fingerprint: str, call: dict | None = None) -> Recorded | None:
-        """Begin the next step, `kind` with `fingerprint` (a tool `call`: its name, id and arguments); its
-        journaled entry when the journal is still replaying and holds this very step there, else None: the step
-        runs live. Called once per step, in the order the loop makes them."""
+    def replay(self, kind: str, fingerprint: Callable[[], str], call: dict | None = None) -> Recorded | None:
+        """Begin the next step, `kind` with `fingerprint` (computed only if the journal needs it; a tool `call`:
+        its name, id and arguments); its journaled entry when the journal is still replaying and holds this very
+        step there, else None: the step runs live. Called once per step, in the order the loop makes them."""
         return None
 
     def started(self) -> None:
         """The current step, a tool call, is about to run: kept before it does."""
 
-    def completed(self, kind: str, output: dict, *, duration: float, status: str = COMPLETED) -> None:
+    def completed(
+        self,
+        kind: str,
+        output: dict,
+        *,
+        duration: float,
+        status: str = COMPLETED,
+        announce: Callable[[], None] = lambda: None,
+    ) -> None:
         """The current step ended with `output`: a model's answer (`Turn.record`), a tool's `content` (with `error`
-        when it failed)."""
+        when it failed). `announce` emits the event that tells it, published once the step is kept."""
+        announce()
 
     def interrupted(self) -> None:
         """The current step, a tool call a lost attempt started, fails the run (on_interrupt="fail")."""

@@ -124,7 +124,7 @@ def run_to_wire(run: Run, *, waiting_on: str | None = None) -> dict:
         "queue_attempt": run.attempt,
     }
     events = [event.data for event in RunEvent.objects.filter(run_id=run.run_id).only("data")]
-    steps = run_steps(run_id=run.run_id)
+    steps = run_steps(run_id=run.run_id) if run.queued else []  # a run without a ticket has no journal
     paused = run.status == RunStatus.PAUSED
     optional = {
         "content": run.content if run.content_type is None or run.content is None else json.loads(run.content),

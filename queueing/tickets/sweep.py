@@ -120,8 +120,9 @@ def ticket_prune(*, retention_seconds: float, batch: int = 1000) -> int:
     then forgets what its work keeps only while the ticket lives."""
     old = Ticket.objects.filter(status__in=TERMINAL, completed_at__lt=Now() - _seconds(retention_seconds))
     ids = list(old.values_list("pk", flat=True)[:batch])
-    deleted, _ = old.filter(pk__in=ids).delete()  # re-checked: one requeued meanwhile is not deleted
-    if deleted:
-        get_executor().forget(ticket_ids=[str(ticket_id) for ticket_id in ids])
+    with transaction.atomic():  # the tickets and what their work kept go together
+        deleted, _ = old.filter(pk__in=ids).delete()  # re-checked: one requeued meanwhile is not deleted
+        if deleted:
+            get_executor().forget(ticket_ids=[str(ticket_id) for ticket_id in ids])
     pruned(deleted)
     return deleted

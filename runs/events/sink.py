@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from agents_registry.events import stream_ending
 
-from ..models import Run
+from ..models import Run, RunEvent
 from . import eventbus
 
 CONTENT_EVENTS = {"RunContent", "TeamRunContent"}
@@ -27,6 +28,7 @@ class EventSink:
         self.next_index = first_index
         self.stored: list[dict] = []
         self.held: list[dict] = []
+        self._deferred: list[dict] | None = None  # inside `deferred`: published when it ends well
         self._ending = stream_ending(run.component_type)
         self._keep = eventbus.keep_seconds(stream=run.stream)
 
@@ -44,9 +46,25 @@ class EventSink:
             self.stored.append(event)
         if name in self._ending:
             self.held.append(event)
+        elif self._deferred is not None:
+            self._deferred.append(event)
         else:
             eventbus.sender.send(self.run.run_id, [event], self.run.stream_inbox, self._keep)
         return event
+
+    @contextlib.contextmanager
+    def deferred(self):
+        """Events emitted inside are numbered and kept as any, but published only when the block ends without an
+        exception: after the write that stores them (a journaled step's), so no client sees what was not kept."""
+        self._deferred = []
+        try:
+            yield
+        except BaseException:
+            self._deferred = None
+            raise
+        deferred, self._deferred = self._deferred, None
+        if deferred:
+            eventbus.sender.send(self.run.run_id, deferred, self.run.stream_inbox, self._keep)
 
     def drop_held(self) -> None:
         """Forget the held events: the leg ends otherwise than they said (a pause that gave way to a cancel). They
@@ -69,9 +87,13 @@ class EventSink:
 
 
 def first_event_index(run: Run, *, leg: bool = False) -> int:
-    """Where a new leg (or a terminal event written from outside) numbers on from: after the last index stored
-    and after the last one published, so an attempt that died before storing its events is not overlapped. A
-    run's first leg (`leg`, attempt 1) follows no attempt, so Redis need not be asked."""
+    """Where a new leg (or a terminal event written from outside) numbers on from: after the last index stored,
+    by a leg's record or by an attempt's journal as it went (`runs.services.journal`), and after the last one
+    published, so an attempt that died before storing its events is not overlapped. A run's first leg (`leg`,
+    attempt 1) follows no attempt, so neither Redis nor the stored events need be asked."""
     if leg and run.attempt <= 1:
         return run.next_event_index
-    return max(run.next_event_index, eventbus.last_index(run.run_id) + 1)
+    stored = RunEvent.objects.filter(run_id=run.run_id).order_by("-event_index").values_list("event_index", flat=True)
+    last_stored = stored.first()
+    last = max(eventbus.last_index(run.run_id), -1 if last_stored is None else last_stored)
+    return max(run.next_event_index, last + 1)

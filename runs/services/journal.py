@@ -2,9 +2,10 @@
 call of a leg, written as it completes, fenced by the attempt that owns the run, and replayed by a later attempt of
 the same leg (a retry, a reclaim after a lost worker, an operator's requeue).
 
-Writes: a tool call is written `started` before it runs and again when it returns, each one statement of its own;
-a model's answer is written with the next write (the start of the tool it asked for) or with the leg's record, so
-a leg of one model call and no tool call costs the journal nothing: its record is its answer. Each write also
+Writes: a tool call is written `started` before it runs and again when it returns (with its completion event,
+published only once written), each one statement of its own; a model's answer is written with the next write (the
+start of the tool it asked for, or before the next model call) or with the leg's record, so a leg of one model
+call and no tool call costs the journal nothing: its record is its answer. Each write also
 stores the events the leg emitted since the last one, so a lost attempt's steps keep their events, and is
 fenced: it writes nothing unless the run is RUNNING under this attempt (the row read FOR SHARE, so a reclaim
 waits for the write or the write sees the reclaim). A write that finds the run taken from it stops the leg.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 
 from django.db import connection
 
@@ -91,7 +93,7 @@ class Unjournaled(Journal):
     def ended(self) -> None:
         pass
 
-    def write_call(self, fence: str | None = None, *, leg_end: bool = True) -> None:
+    def write_call(self, fence: str | None = None, *, answered: bool = True) -> None:
         return None
 
 
@@ -112,31 +114,53 @@ class RunJournal(Journal):
         self.clear_after: int | None = None  # a divergence: entries past the next write's go
         self.kept = bool(entries)  # the leg has steps in the journal: its last answer is journaled too
 
-    def replay(self, kind: str, fingerprint: str, call: dict | None = None) -> Recorded | None:
+    def replay(self, kind: str, fingerprint: Callable[[], str], call: dict | None = None) -> Recorded | None:
         self.position += 1
         self.current = {"position": self.position, "kind": kind, "fingerprint": fingerprint, **(call or {})}
-        if not self.replaying:
-            return None
+        recorded = self._recorded(kind) if self.replaying else None
+        if kind == MODEL and self.pending and (recorded is None or recorded.status != COMPLETED):
+            self.write()  # the answers before it are kept before another model call is paid for
+        return recorded
+
+    def _recorded(self, kind: str) -> Recorded | None:
         entry = self.entries.get(self.position)
-        if entry is None or (entry.kind, entry.fingerprint) != (kind, fingerprint):
+        if entry is None or (entry.kind, entry.fingerprint) != (kind, self._fingerprint(self.current)):
             self._go_live()
             return None
-        recorded = Recorded(entry.status, entry.output, entry.attempt)
         if entry.status == COMPLETED:
             self.replayed[kind] += 1
         else:  # a call a lost attempt left unfinished, or one that failed the run: from here, live
             self._go_live()
-        return recorded
+        return Recorded(entry.status, entry.output, entry.attempt)
+
+    @staticmethod
+    def _fingerprint(step: dict) -> str:
+        """The step's fingerprint, computed once, when it is first compared or written."""
+        if callable(step["fingerprint"]):
+            step["fingerprint"] = step["fingerprint"]()
+        return step["fingerprint"]
 
     def started(self) -> None:
         self.pending.append(self._step(STARTED, None, None))
         self.write()
 
-    def completed(self, kind: str, output: dict, *, duration: float, status: str = COMPLETED) -> None:
+    def completed(
+        self,
+        kind: str,
+        output: dict,
+        *,
+        duration: float,
+        status: str = COMPLETED,
+        announce: Callable[[], None] = lambda: None,
+    ) -> None:
         self.pending.append(self._step(status, output, duration))
         if output.get("outcome_unknown"):
             metrics.recorder.count("interrupted_tool_calls")
-        if kind == TOOL:  # a model's answer waits for the next write (see the module)
+        if kind != TOOL:  # a model's answer waits for the next write (see the module)
+            announce()
+            return
+        with self.sink.deferred():  # its completion event is stored with it, and published once it is
+            announce()
             self.write()
 
     def interrupted(self) -> None:
@@ -146,13 +170,7 @@ class RunJournal(Journal):
 
     def _step(self, status: str, output: dict | None, duration: float | None) -> dict:
         duration = None if duration is None else round(duration, 6)
-        step = {**self.current, "status": status, "output": output, "duration": duration}
-        size = len(json.dumps(step, default=str))
-        if size > self.max_bytes:
-            what = f"tool {step['name']}" if step["kind"] == TOOL else "a model answer"
-            limit = self.max_bytes
-            raise PermanentRunError(TOO_LARGE.format(position=step["position"], what=what, size=size, limit=limit))
-        return step
+        return {**self.current, "status": status, "output": output, "duration": duration}
 
     def _go_live(self) -> None:
         """The replay ends at the current step: it and every later one run live."""
@@ -179,61 +197,75 @@ class RunJournal(Journal):
             metrics.recorder.count("replayed_model_calls", self.replayed[MODEL])
             metrics.recorder.count("replayed_tool_calls", self.replayed[TOOL])
 
-    def write_call(self, fence: str | None = None, *, leg_end: bool = True) -> tuple[str, list] | None:
-        """What is still to write (steps, the replay's mark, a divergence's clearing, the events emitted since the
-        last write) as one statement, taking the events from the sink (all but held ones). At the leg's end
-        (`leg_end`), None when the leg wrote nothing before: its lone model answer is no step to keep."""
-        if leg_end and not self.kept:
+    def write_call(self, fence: str | None = None, *, answered: bool = True) -> tuple[str, list] | None:
+        """What the leg's record writes of the journal, changing nothing here (a settle may be sent again): the
+        pending answer (not when the leg failed: `answered` false, so a retry asks again) unless the leg wrote
+        nothing before (a lone model answer is no step to keep) or it is larger than the limit (the record keeps
+        it), and the replay's mark. None when there is nothing to write."""
+        if not self.kept:
             return None
-        steps = [
-            {**step, "output": storable(step["output"]), "arguments": storable(step.get("arguments")),
-             "tool": step.get("name"), "position": step["position"]}
-            for step in self.pending
-        ]  # fmt: skip
+        steps = [step for step in (self.pending if answered else []) if self._fits(step)]
+        if not steps and self.replayed_below is None:
+            return None
+        metrics.recorder.count("journaled_steps", len(steps))
+        return self._statement(fence, steps, [])
+
+    def write(self) -> None:
+        """Write the pending steps and the events emitted since the last write now, in a statement of its own;
+        stop the leg when the run is no longer this attempt's, or a step is larger than the limit."""
+        for step in self.pending:
+            if not self._fits(step):
+                raise PermanentRunError(self._too_large(step))
         held = {id(event) for event in self.sink.held}
         events = [event for event in self.sink.stored if id(event) not in held]
+        with connection.cursor() as cursor:
+            cursor.execute(*self._statement(None, self.pending, events))
+            owned = cursor.fetchone()[0]
+        if not connection.in_atomic_block:  # a tool or a model call may follow: its connection serves others
+            connection.close()
+        if not owned:
+            log.warning("run=%s attempt=%s fenced: its journal write was refused", self.run.run_id, self.attempt)
+            raise RuntimeError(TAKEN)
+        metrics.recorder.count("journaled_steps", len(self.pending))
         self.sink.stored = [event for event in self.sink.stored if id(event) in held]
+        if self.pending:
+            self.clear_after = None
+        self.pending, self.replayed_below, self.kept = [], None, True
+
+    def _fits(self, step: dict) -> bool:
+        step["size"] = len(json.dumps(step["output"], default=str)) + len(json.dumps(step.get("arguments")))
+        return step["size"] <= self.max_bytes
+
+    def _too_large(self, step: dict) -> str:
+        what = f"tool {step['name']}" if step["kind"] == TOOL else "a model answer"
+        return TOO_LARGE.format(position=step["position"], what=what, size=step["size"], limit=self.max_bytes)
+
+    def _statement(self, fence: str | None, steps: list[dict], events: list[dict]) -> tuple[str, list]:
+        rows = [
+            {"position": step["position"], "kind": step["kind"], "fingerprint": self._fingerprint(step),
+             "status": step["status"], "tool": step.get("name"), "call_id": step.get("call_id"),
+             "arguments": storable(step.get("arguments")), "output": storable(step["output"]),
+             "duration": step["duration"]}
+            for step in steps
+        ]  # fmt: skip
         last = max((step["position"] for step in steps), default=None)
         params = {
             "run_id": self.run.run_id,
             "attempt": self.attempt,
             "fence": fence,
             "leg": self.leg,
-            "clear_after": last if self.clear_after is not None and last is not None else None,
+            "clear_after": last if self.clear_after is not None else None,
             "replayed_below": self.replayed_below,
-            "steps": json.dumps(steps),
+            "steps": json.dumps(rows),
             "events": json.dumps(storable(events)),
         }
-        if params["clear_after"] is not None:
-            self.clear_after = None
-        self.pending, self.replayed_below = [], None
-        metrics.recorder.count("journaled_steps", len(steps))
         return _WRITE.call(params)
 
-    def write(self) -> None:
-        """Write now, in a statement of its own; stop the leg when the run is no longer this attempt's."""
-        call = self.write_call(leg_end=False)
-        with connection.cursor() as cursor:
-            cursor.execute(*call)
-            owned = cursor.fetchone()[0]
-        if not connection.in_atomic_block:  # a tool or a model call may follow: its connection serves others
-            connection.close()
-        self.kept = True
-        if not owned:
-            log.warning("run=%s attempt=%s fenced: its journal write was refused", self.run.run_id, self.attempt)
-            raise RuntimeError(TAKEN)
 
-
-def load_entries(run: Run, sink: EventSink) -> dict[int, Step]:
-    """What earlier attempts journaled for the leg `run` is about to execute again, by position; and the sink
-    numbers on after every event they stored (Redis may have lost what it published)."""
+def load_entries(run: Run) -> dict[int, Step]:
+    """What earlier attempts journaled for the leg `run` is about to execute again, by position."""
     leg = len(run.tool_decisions or [])
-    entries = {step.position: step for step in Step.objects.filter(run_id=run.run_id, leg=leg)}
-    stored = RunEvent.objects.filter(run_id=run.run_id).order_by("-event_index").values_list("event_index", flat=True)
-    last = stored.first()
-    if last is not None:
-        sink.next_index = max(sink.next_index, last + 1)
-    return entries
+    return {step.position: step for step in Step.objects.filter(run_id=run.run_id, leg=leg)}
 
 
 def run_continuation_untouched(*, run_id) -> bool:
@@ -247,13 +279,15 @@ def run_continuation_untouched(*, run_id) -> bool:
 
 
 def run_continuation_progressed(*, run_id) -> bool:
-    """Whether `run` is continuing and the attempt executing that leg journaled a step of it."""
+    """Whether `run` is continuing and the attempt executing that leg completed a step of it (a replayed step, or
+    a call it only started, is no progress: a tool that kills its worker every time is not resumed for ever)."""
     run = Run.objects.filter(pk=run_id, continued_tools__isnull=False).values_list("tool_decisions", "attempt")
     found = run.first()
     if found is None:
         return False
     decisions, attempt = found
-    return Step.objects.filter(run_id=run_id, leg=len(decisions), attempt=attempt).exists()
+    made = Step.objects.filter(run_id=run_id, leg=len(decisions), attempt=attempt, status=COMPLETED)
+    return made.exists()
 
 
 def run_journals_prune(*, run_ids: list[str]) -> int:

@@ -77,7 +77,7 @@ def _journal(run: Run, sink: EventSink, attempt: int) -> Unjournaled | RunJourna
     queue = current().queue
     if not run.queued or not (queue.step_journal or run.continued_tools is not None):
         return Unjournaled()
-    entries = load_entries(run, sink) if attempt > 1 else {}
+    entries = load_entries(run) if attempt > 1 else {}
     return RunJournal(run, sink, attempt=attempt, entries=entries, max_bytes=queue.step_max_bytes)
 
 
@@ -91,9 +91,10 @@ def run_leg(
 ) -> LegResult:
     """Run `run`'s component once, from its input (or its paused state), with the session's history.
 
-    Outside any transaction: nothing here writes (events go live to Redis) but the mark that a continuation is
-    about to run its confirmed tools. A timeout becomes an error `Run exceeded timeout_seconds=N`. `inputs`, the
-    session's state and history window when the caller read them with the run (`run_for_leg`), saves reading them.
+    Outside any transaction: what writes here is the leg's step journal (`journal.RunJournal`), each step in a
+    statement of its own as it completes; events go live to Redis. A timeout becomes an error `Run exceeded
+    timeout_seconds=N`. `inputs`, the session's state and history window when the caller read them with the run
+    (`run_for_leg`), saves reading them.
     """
     sink = EventSink(run, attempt, first_event_index(run, leg=True))
     try:

@@ -124,7 +124,7 @@ def run_record_leg_calls(*, run_id, attempt: int, leg: LegResult, final: bool, f
     the transaction the queue marked with it (`queueing.seam.FENCE`). The caller publishes the held events
     once they commit."""
     sink, result = leg.sink, leg.result
-    journaled = leg.journal.write_call(fence)  # first: it takes the events emitted so far, but for held ones
+    journaled = leg.journal.write_call(fence, answered=result is not None)
     row = {"run_id": run_id, "attempt": attempt, "next_event_index": None, "fence": fence}
     if result is None:
         error = storable(leg.error)
@@ -192,8 +192,7 @@ _RECORD_ERROR = Prepared(  # final: the run ends ERROR; else it waits for its re
     "agentos_record_error",
     f"""
     UPDATE {RUNS} SET next_event_index = %(next_event_index)s, status = %(status)s, content = %(content)s,
-           content_type = NULL, completed_at = CASE WHEN %(final)s THEN statement_timestamp() END,
-           continued_tools = CASE WHEN %(final)s THEN NULL ELSE continued_tools END
+           content_type = NULL, completed_at = CASE WHEN %(final)s THEN statement_timestamp() END
     WHERE run_id = %(run_id)s AND attempt = %(attempt)s AND {FENCE_MATCHED}
     """,
     {**_FENCE_TYPES, "final": "boolean"},

@@ -21,6 +21,7 @@ class MemoryJournal(Journal):
         self.replaying = bool(self.kept)
 
     def replay(self, kind, fingerprint, call=None):
+        fingerprint = fingerprint()
         self.position += 1
         entry = self.kept[self.position] if self.position < len(self.kept) else None
         if not self.replaying or entry is None or (entry["kind"], entry["fingerprint"]) != (kind, fingerprint):
@@ -35,8 +36,9 @@ class MemoryJournal(Journal):
     def started(self):
         self.kept[self.position]["status"] = STARTED
 
-    def completed(self, kind, output, *, duration, status=COMPLETED):
+    def completed(self, kind, output, *, duration, status=COMPLETED, announce=lambda: None):
         self.kept[self.position].update(status=status, output=output)
+        announce()
 
     def interrupted(self):
         self.kept[self.position]["status"] = "interrupted"

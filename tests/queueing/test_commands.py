@@ -248,7 +248,7 @@ def test_sweep_prints_one_line_per_step(session_id, redis_db):
         "----------------------------------------  -----",
         "stale leases failed (no attempt left)         1",
         "stale leases parked back to paused            0",
-        "stale leases resumed once more (work kept)    0",
+        "stale leases queued again (work kept)         0",
         "stale leases cancelled (cancel asked)         0",
         "stale leases dispatched for a reclaim         0",
         "lost messages published again                 0",

@@ -274,34 +274,44 @@ def test_cancel_of_a_paused_run_ends_it_with_stage_paused_and_its_session_goes_o
     assert (refused.status_code, refused.json()) == (409, {"detail": f"Cannot continue run {run_id}: run is cancelled"})
 
 
-def started_tool_step(run_id: str, attempt: int) -> Step:
-    """What a continuation's journal writes before its first confirmed tool runs."""
-    leg = len(Run.objects.get(pk=run_id).tool_decisions)
-    call = Run.objects.get(pk=run_id).continued_tools[0]
+def tool_step(run_id: str, attempt: int, status: str) -> Step:
+    """What a continuation's journal writes of its first confirmed tool: `started` before it runs, `completed`
+    when it returned."""
+    run = Run.objects.get(pk=run_id)
+    call = run.continued_tools[0]
     return Step.objects.create(
-        run_id=run_id, leg=leg, position=0, kind="tool", fingerprint="f" * 32, status="started",
+        run_id=run_id, leg=len(run.tool_decisions), position=0, kind="tool", fingerprint="f" * 32, status=status,
         tool=call["tool_name"], call_id=call["tool_call_id"], arguments=call["tool_args"], attempt=attempt,
     )  # fmt: skip
 
 
-@pytest.mark.parametrize(("applied", "ending"), [(False, ("PAUSED", "paused")), (True, ("PENDING", "queued"))])
-def test_a_lost_continuation_is_parked_if_it_ran_no_tool_else_resumed(api, redis_db, applied, ending):
-    run_id = paused_run(f"ct-7-{applied}")
-    continue_(api, run_id, session_id=f"ct-7-{applied}", tools=decided(run_id, True))
+@pytest.mark.parametrize(
+    ("journaled", "ending"),
+    [(None, ("PAUSED", "paused")), ("started", ("ERROR", "failed")), ("completed", ("PENDING", "queued"))],
+)
+def test_a_lost_continuation_is_parked_if_it_ran_no_tool_resumed_if_it_completed_one(api, redis_db, journaled, ending):
+    """Parked when it started no tool; resumed (queued once more) when it completed one: the next attempt replays
+    it; failed when it only started one, which may kill its worker every time."""
+    session = f"ct-7-{journaled}"
+    run_id = paused_run(session)
+    continue_(api, run_id, session_id=session, tools=decided(run_id, True))
     claim = ticket_claim(ticket_id=run_id, worker_id="gone", grace_seconds=60)
-    if applied:
-        started_tool_step(run_id, claim.attempt)
+    if journaled:
+        tool_step(run_id, claim.attempt, journaled)
     Ticket.objects.filter(pk=run_id).update(locked_at=F("locked_at") - datetime.timedelta(hours=1))
 
     sweep_once(current().queue)
 
     run, ticket = Run.objects.get(pk=run_id), Ticket.objects.get(pk=run_id)
     assert (run.status, ticket.status) == ending
-    if not applied:
+    if journaled is None:
         assert run.continued_tools is None and run.tools[0]["confirmed"] is None  # to be decided again
         assert RunEvent.objects.filter(run_id=run_id).last().event == "RunPaused"
         first, parked = RunEvent.objects.filter(run_id=run_id, event="RunPaused").order_by("event_index")
         assert parked.data["requirements"] == first.data["requirements"], "the same requirements, to answer again"
+    if journaled == "completed":
+        assert (ticket.attempt, ticket.max_attempts, ticket.is_head) == (claim.attempt, claim.attempt + 1, True)
+        assert run.continued_tools is not None, "the next attempt continues the same leg"
 
 
 def test_a_run_whose_cancel_came_as_its_leg_paused_cannot_be_continued_and_runs_no_tool(api, redis_db):

@@ -8,17 +8,21 @@ import datetime
 import pytest
 from django.db.models import F
 
-from agents_registry.chat_models import ToolCall, Usage
-from agents_registry.components import Agent
+from agentos_project.conf import current
+from agents_registry.chat_models import StubModel, ToolCall, Usage
+from agents_registry.components import Agent, Team
 from agents_registry.registry import registry
 from agents_registry.steps import COMPLETED, MODEL, TOOL
 from agents_registry.tools import tool
 from queueing.models import Ticket
-from queueing.tickets import ticket_prune
+from queueing.sweeper import sweep_once
+from queueing.tickets import ticket_claim, ticket_prune
 from queueing.worker import worker_execute
 from runs.events.sink import EventSink
 from runs.models import Run, RunEvent, Step
 from runs.services.journal import TAKEN, TOO_LARGE, RunJournal
+from runs.services.submit import run_submit
+from runs.submission import Submission
 
 from ..conftest import with_conf
 from .conftest import accept_run
@@ -210,3 +214,71 @@ def test_a_pruned_ticket_takes_its_runs_journal_with_it(booking):
 
     assert journal(run_id) == []
     assert Run.objects.get(pk=run_id).status == "COMPLETED", "the run itself stays"
+
+
+@pytest.fixture
+def team_of_stubs():
+    member = Agent(id="scribe", name="Scribe", model=StubModel(default_sleep=0))
+    team = registry.register(Team(id="scribes", leader=Agent(id="lead", model=StubModel(0)), members=(member,)))
+    yield team
+    registry.unregister(team.kind, team.id)
+
+
+def test_a_leg_of_model_calls_only_keeps_each_answer_before_the_next_call(team_of_stubs):
+    submission = Submission(
+        component=team_of_stubs, message="hi sleep=0", session_id="journal-8", user_id=None,
+        session_state=None, metadata=None, stream=False, background=True,
+    )  # fmt: skip
+    run_id = str(run_submit(submission=submission).run_id)
+
+    assert worker_execute(ticket_id=run_id) is True
+
+    assert Run.objects.get(pk=run_id).status == "COMPLETED"
+    assert journal(run_id) == [(0, MODEL, None, COMPLETED, 1, 0), (1, MODEL, None, COMPLETED, 1, 0)]
+
+
+def owned_journal(run_id: str) -> RunJournal:
+    """The journal of the attempt that claimed the run just now, with one tool call started and its event."""
+    claim = ticket_claim(ticket_id=run_id, worker_id="w", grace_seconds=60)
+    run = Run.objects.get(pk=run_id)
+    journal = RunJournal(run, EventSink(run, claim.attempt, 0), attempt=claim.attempt, entries={}, max_bytes=1 << 20)
+    journal.sink.emit("RunStarted", {})
+    journal.replay(TOOL, lambda: "f" * 32, {"name": "lookup", "call_id": "call_1", "arguments": {"code": "A1"}})
+    journal.sink.emit("ToolCallStarted", {})
+    return journal
+
+
+def test_a_lost_runs_end_numbers_after_the_events_its_journal_stored_though_redis_lost_them(booking, redis_db):
+    run_id = accept_run(session_id="journal-9", component="booking")
+    owned_journal(run_id).started()
+    assert list(RunEvent.objects.filter(run_id=run_id).values_list("event_index", "event")) == [
+        (0, "RunStarted"),
+        (1, "ToolCallStarted"),
+    ]
+    redis_db.flushdb()
+    Ticket.objects.filter(pk=run_id).update(locked_at=F("locked_at") - datetime.timedelta(hours=1))
+
+    sweep_once(current().queue)
+
+    assert Run.objects.get(pk=run_id).status == "ERROR"
+    assert list(RunEvent.objects.filter(run_id=run_id).values_list("event_index", "event")) == [
+        (0, "RunStarted"),
+        (1, "ToolCallStarted"),
+        (2, "RunError"),
+    ]
+
+
+def test_the_leg_records_journal_statement_changes_nothing_so_a_settle_can_be_sent_again(booking, redis_db):
+    run_id = accept_run(session_id="journal-10", component="booking")
+    journal = owned_journal(run_id)
+    journal.started()
+    journal.replay(MODEL, lambda: "e" * 32)
+    journal.completed(MODEL, {"text": "done", "calls": [], "reasoning": "", "usage": None}, duration=0.1)
+    journal.sink.emit("RunCompleted", {})
+    stored = list(journal.sink.stored)
+
+    first, again = journal.write_call("fence"), journal.write_call("fence")
+
+    assert first == again and first is not None
+    assert journal.sink.stored == stored and len(journal.pending) == 1, "the events stay for the record to store"
+    assert journal.write_call("fence", answered=False) is None, "a failed leg's answer is asked again, not kept"

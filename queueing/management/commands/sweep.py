@@ -9,7 +9,7 @@ from queueing.sweeper import sweep_once
 LABELS = {
     "failed": "stale leases failed (no attempt left)",
     "parked": "stale leases parked back to paused",
-    "resumed": "stale leases resumed once more (work kept)",
+    "resumed": "stale leases queued again (work kept)",
     "cancelled": "stale leases cancelled (cancel asked)",
     "redispatched": "stale leases dispatched for a reclaim",
     "lost_messages": "lost messages published again",
