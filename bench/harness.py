@@ -110,11 +110,17 @@ class Client:
 
 
 def submit_all(
-    client: Client, plan: list[tuple[str, str]], clients: int, *, stream: bool = False, replicas: tuple = ()
+    client: Client,
+    plan: list[tuple[str, str]],
+    clients: int,
+    *,
+    stream: bool = False,
+    replicas: tuple = (),
+    agent: str = AGENT,
 ) -> list[tuple[str, str, float, float]]:
-    """Submit (session, message) pairs from `clients` threads, each session's runs in order on one thread (with
-    `stream`, each run's stream read to its end before the session's next run is sent). With `replicas` (more
-    Clients of the same deployment), the sessions are spread over `client` and them in turn."""
+    """Submit (session, message) pairs to `agent` from `clients` threads, each session's runs in order on one
+    thread (with `stream`, each run's stream read to its end before the session's next run is sent). With
+    `replicas` (more Clients of the same deployment), the sessions are spread over `client` and them in turn."""
     by_session: dict[str, list[str]] = {}
     for session_id, message in plan:
         by_session.setdefault(session_id, []).append(message)
@@ -125,7 +131,7 @@ def submit_all(
         session_id, messages = item
         server = place[session_id]
         submit = server.submit_streamed if stream else server.submit
-        return [(session_id, *submit(session_id, message)) for message in messages]
+        return [(session_id, *submit(session_id, message, agent)) for message in messages]
 
     with ThreadPoolExecutor(clients) as pool:
         return [row for rows in pool.map(one_session, by_session.items()) for row in rows]
@@ -208,30 +214,41 @@ def accept_burst(client: Client, *, clients: int = 16, total: int = 800, wait: b
 class Drain:
     """Runs per second from the first submit to the last completion, and CPU ms per run by process kind; and its
     submits as an accept burst with runs executing meanwhile: accepts per second (first submit to last 202) and
-    the 202's latency at p50 and p99 (ms)."""
+    the 202's latency at p50 and p99 (ms); and the (run_id, session_id) of its runs, session by session."""
 
     rate: float
     cpu: dict[str, float]
     accepts: float = 0.0
     accept_p50: float = 0.0
     accept_p99: float = 0.0
+    runs: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
 
 def drain(
-    client: Client, *, runs: int, sessions: int, clients: int = 16, stream: bool = False, replicas: tuple = ()
+    client: Client,
+    *,
+    runs: int,
+    sessions: int,
+    clients: int = 16,
+    stream: bool = False,
+    replicas: tuple = (),
+    agent: str = AGENT,
+    serve: frozenset[int] | None = None,
 ) -> Drain:
-    """Runs per second from the first submit to the last completion (completion times as the server stored them).
-    With `stream`, every run is submitted with `stream=true` and its stream read to the end; with `replicas`, the
-    sessions are spread over them and `client`."""
+    """Runs of `agent` per second from the first submit to the last completion (completion times as the server
+    stored them). With `stream`, every run is submitted with `stream=true` and its stream read to the end; with
+    `replicas`, the sessions are spread over them and `client`. With `serve` (`cpu.serve_pids`), the CPU figures
+    count no other serve's processes."""
     tag = uuid.uuid4().hex[:6]
     plan = [(f"drain-{tag}-{i % sessions}", f"run {i} sleep=0") for i in range(runs)]
     before = client.busy()
-    meter = cpu.Meter().start()
-    rows = submit_all(client, plan, clients, stream=stream, replicas=replicas)
+    meter = cpu.Meter(serve=serve).start()
+    rows = submit_all(client, plan, clients, stream=stream, replicas=replicas, agent=agent)
     wait_idle(client, timeout=900, before=before)
     spent = meter.stop()
     first_sent = min(sent for _, _, _, sent in rows)
-    bodies = wait_finished(client, [(run_id, session) for session, run_id, _, _ in rows], timeout=900)
+    sent_runs = [(run_id, session) for session, run_id, _, _ in rows]
+    bodies = wait_finished(client, sent_runs, timeout=900, agent=agent)
     failed = [body for body in bodies if body["status"] != "COMPLETED"]
     if failed:
         raise RuntimeError(f"{len(failed)} runs did not complete, e.g. {failed[0]}")
@@ -244,6 +261,7 @@ def drain(
         accepts=runs / (last_accepted - first_sent),
         accept_p50=percentile(latencies, 0.50),
         accept_p99=percentile(latencies, 0.99),
+        runs=sent_runs,
     )
 
 

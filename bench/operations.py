@@ -14,7 +14,7 @@ import uuid
 from django.db import connection, transaction
 
 from queueing.models import Ticket
-from runs.models import AgentSession, Run, RunEvent
+from runs.models import AgentSession, Run, RunEvent, Step
 
 from .harness import Client, percentile
 
@@ -59,7 +59,7 @@ def vacuum(*tables: str) -> None:
 def vacuum_hot_tables() -> None:
     """Before each measured burst: what autovacuum keeps doing on a server that has it (this machine's PostgreSQL
     runs with autovacuum off, and the dead rows of earlier repeats would slow each later one down)."""
-    vacuum(Ticket._meta.db_table, Run._meta.db_table, RunEvent._meta.db_table, AgentSession._meta.db_table)
+    vacuum(*(model._meta.db_table for model in (Ticket, Run, RunEvent, AgentSession, Step)))
 
 
 def clear(tag: str) -> None:

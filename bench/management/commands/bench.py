@@ -7,10 +7,12 @@ from bench import backlog as blocked_backlog
 from bench import cpu, growth, operations
 from bench.baseline import FloorServer
 from bench.demo import run_scenario
-from bench.harness import Client, Drain, Figure, accept_burst, drain, handoff, percentile
+from bench.harness import AGENT, Client, Drain, Figure, accept_burst, drain, handoff, percentile
 from bench.hitl import continue_latencies
+from bench.journal import journaled, offered
 from bench.replica import ReplicaServer, missing_environment
 from bench.streams import cancel_times, delivery_delays
+from bench.tooled import AGENT_ID, STEPS, ModelProcess
 from queueing.models import Ticket
 
 SCENARIOS = (
@@ -27,8 +29,10 @@ SCENARIOS = (
     "stream",
     "hitl",
     "ops",
+    "journal",
 )
 CPU_KINDS = ("web", "worker", "sweeper", "postgres", "redis", "client")
+TOOLED_KINDS = (*CPU_KINDS, "model")
 
 
 class Command(BaseCommand):
@@ -53,6 +57,12 @@ class Command(BaseCommand):
             "--growth-agent", default="windowed-agent", help="the agent of scenario growth (AGENTOS_BENCH_AGENTS)"
         )
         parser.add_argument("--no-floor", action="store_true", help="scenario accept without the floor server")
+        parser.add_argument(
+            "--model-port", type=int, default=7792, help="the fake model's port (scenario journal; bench/tooled.py)"
+        )
+        parser.add_argument(
+            "--off-url", help="a second server started with AGENTOS_STEP_JOURNAL=false (scenario journal)"
+        )
 
     def handle(self, *args, url, repeats, scenario, clients, runs, sessions, backlog, unordered_url, **options):
         self.client = Client(url)
@@ -62,10 +72,15 @@ class Command(BaseCommand):
         self.turns = options["turns"]
         self.growth_agent = options["growth_agent"]
         self.floor = not options["no_floor"]
+        self.model_port = options["model_port"]
+        self.off = Client(options["off_url"]) if options["off_url"] else None
         self.options = {"clients": clients, "runs": runs, "sessions": sessions}
         for name in scenario or SCENARIOS:
             if name == "order" and not unordered_url:
                 self.stdout.write("order: skipped (needs --unordered-url)")
+                continue
+            if name == "journal" and not all(offered(client) for client in (self.client, self.off) if client):
+                self.stdout.write(f"journal: skipped (needs {AGENT_ID}: AGENTOS_COMPONENTS=bench.tooled:components)")
                 continue
             for figure in getattr(self, f"bench_{name}")(repeats, backlog=backlog, unordered_url=unordered_url):
                 self.stdout.write(figure.line())
@@ -73,7 +88,15 @@ class Command(BaseCommand):
     def _drain(self, client: Client, *, stream: bool = False) -> float:
         return self._drain_measured(client, stream=stream).rate
 
-    def _drain_measured(self, client: Client, *, stream: bool = False, replicas: tuple = ()) -> Drain:
+    def _drain_measured(
+        self,
+        client: Client,
+        *,
+        stream: bool = False,
+        replicas: tuple = (),
+        agent: str = AGENT,
+        serve: frozenset[int] | None = None,
+    ) -> Drain:
         operations.vacuum_hot_tables()
         options = self.options
         return drain(
@@ -83,6 +106,8 @@ class Command(BaseCommand):
             clients=options["clients"],
             stream=stream,
             replicas=replicas,
+            agent=agent,
+            serve=serve,
         )
 
     def bench_footprint(self, repeats, **_):
@@ -288,6 +313,41 @@ class Command(BaseCommand):
             figures.append(Figure(f"{name} p50, {before + self.tickets:,} tickets", "ms", [c[name] for c in full]))
         return figures
 
+    def bench_journal(self, repeats, **_):
+        """`tooled-agent`'s drain (four model calls and three tool calls a run, on the fake model of bench/tooled.py
+        in a process of its own) against this server; with --off-url against that one too, the two in turn, each
+        one's CPU counted without the other's, and the journal's CPU per journaled step."""
+        serves = [(self.client, "on"), (self.off, "off")] if self.off else [(self.client, None)]
+        found: dict[str, list[Drain]] = {}
+        with ModelProcess(self.model_port):
+            for client, _ in serves:  # a server's first tooled runs open its connections to the model
+                drain(client, runs=50, sessions=10, agent=AGENT_ID)
+            for repeat in range(repeats):
+                for client, expected in serves[:: -1 if repeat % 2 else 1]:
+                    measured = self._drain_measured(client, agent=AGENT_ID, serve=cpu.serve_pids(client.url))
+                    state = "on" if journaled(client, measured) else "off"
+                    if expected not in (None, state):
+                        raise RuntimeError(_JOURNAL_REFUSED[expected].format(url=client.url))
+                    found.setdefault(state, []).append(measured)
+        name = f"tooled drain {self.options['runs']} runs / {self.options['sessions']} sessions"
+        figures = []
+        for state, drains in found.items():
+            figures.append(Figure(f"{name}, journal {state}", "runs/s", [d.rate for d in drains]))
+            figures += _cpu_figures(f"per tooled run, journal {state}", drains, TOOLED_KINDS)
+        if self.off:
+            pairs = list(zip(found["on"], found["off"], strict=True))
+            figures.append(Figure("tooled drain, journal on / off", "ratio", [on.rate / off.rate for on, off in pairs]))
+            for kind in ("web", "worker", "postgres"):
+                spent = [(on.cpu[kind] - off.cpu[kind]) / STEPS for on, off in pairs]
+                figures.append(Figure(f"journal CPU per journaled step, {kind}", "ms", spent))
+        return figures
+
+
+_JOURNAL_REFUSED = {
+    "on": "--url {url} journaled no step of its tooled runs: start it with the journal on (AGENTOS_STEP_JOURNAL)",
+    "off": "--off-url {url} journaled its tooled runs' steps: start it with AGENTOS_STEP_JOURNAL=false",
+}
+
 
 def _database_url() -> str:
     database = connection.settings_dict
@@ -295,5 +355,5 @@ def _database_url() -> str:
     return f"postgresql://{database['USER']}{password}@{database['HOST']}:{database['PORT']}/{database['NAME']}"
 
 
-def _cpu_figures(per: str, measured: list) -> list[Figure]:
-    return [Figure(f"CPU {per}, {kind}", "ms", [m.cpu[kind] for m in measured]) for kind in CPU_KINDS]
+def _cpu_figures(per: str, measured: list, kinds: tuple[str, ...] = CPU_KINDS) -> list[Figure]:
+    return [Figure(f"CPU {per}, {kind}", "ms", [m.cpu[kind] for m in measured]) for kind in kinds]
