@@ -25,7 +25,7 @@ def journaled(client: Client, measured: Drain, *, polled: int = 3) -> bool:
     chosen = {runs[round(n * (len(runs) - 1) / max(1, polled - 1))] for n in range(polled)}
     found = {_journaled(client.poll(run_id, session_id, agent=AGENT_ID)) for run_id, session_id in chosen}
     if len(found) != 1:
-        raise RuntimeError("some runs of one drain were journaled and some were not: do two serves share a Redis?")
+        raise RuntimeError("some runs of one drain were journaled and some were not: two serves on one database?")
     return found.pop()
 
 

@@ -12,7 +12,7 @@ from bench.hitl import continue_latencies
 from bench.journal import journaled, offered
 from bench.replica import ReplicaServer, missing_environment
 from bench.streams import cancel_times, delivery_delays
-from bench.tooled import AGENT_ID, STEPS, ModelProcess
+from bench.tooled import AGENT_ID, ModelProcess
 from queueing.models import Ticket
 
 SCENARIOS = (
@@ -60,9 +60,6 @@ class Command(BaseCommand):
         parser.add_argument(
             "--model-port", type=int, default=7792, help="the fake model's port (scenario journal; bench/tooled.py)"
         )
-        parser.add_argument(
-            "--off-url", help="a second server started with AGENTOS_STEP_JOURNAL=false (scenario journal)"
-        )
 
     def handle(self, *args, url, repeats, scenario, clients, runs, sessions, backlog, unordered_url, **options):
         self.client = Client(url)
@@ -73,13 +70,12 @@ class Command(BaseCommand):
         self.growth_agent = options["growth_agent"]
         self.floor = not options["no_floor"]
         self.model_port = options["model_port"]
-        self.off = Client(options["off_url"]) if options["off_url"] else None
         self.options = {"clients": clients, "runs": runs, "sessions": sessions}
         for name in scenario or SCENARIOS:
             if name == "order" and not unordered_url:
                 self.stdout.write("order: skipped (needs --unordered-url)")
                 continue
-            if name == "journal" and not all(offered(client) for client in (self.client, self.off) if client):
+            if name == "journal" and not offered(self.client):
                 self.stdout.write(f"journal: skipped (needs {AGENT_ID}: AGENTOS_COMPONENTS=bench.tooled:components)")
                 continue
             for figure in getattr(self, f"bench_{name}")(repeats, backlog=backlog, unordered_url=unordered_url):
@@ -315,38 +311,23 @@ class Command(BaseCommand):
 
     def bench_journal(self, repeats, **_):
         """`tooled-agent`'s drain (four model calls and three tool calls a run, on the fake model of bench/tooled.py
-        in a process of its own) against this server; with --off-url against that one too, the two in turn, each
-        one's CPU counted without the other's, and the journal's CPU per journaled step."""
-        serves = [(self.client, "on"), (self.off, "off")] if self.off else [(self.client, None)]
-        found: dict[str, list[Drain]] = {}
+        in a process of its own), its CPU counted for this server's processes only; the lines say whether the
+        server journaled the runs. Run it against a server with the journal on, then one with it off (never both
+        up at once: each one's sweeper would publish the other's tickets to its own worker)."""
+        drains: list[Drain] = []
+        states = set()
         with ModelProcess(self.model_port):
-            for client, _ in serves:  # a server's first tooled runs open its connections to the model
-                drain(client, runs=50, sessions=10, agent=AGENT_ID)
-            for repeat in range(repeats):
-                for client, expected in serves[:: -1 if repeat % 2 else 1]:
-                    measured = self._drain_measured(client, agent=AGENT_ID, serve=cpu.serve_pids(client.url))
-                    state = "on" if journaled(client, measured) else "off"
-                    if expected not in (None, state):
-                        raise RuntimeError(_JOURNAL_REFUSED[expected].format(url=client.url))
-                    found.setdefault(state, []).append(measured)
-        name = f"tooled drain {self.options['runs']} runs / {self.options['sessions']} sessions"
-        figures = []
-        for state, drains in found.items():
-            figures.append(Figure(f"{name}, journal {state}", "runs/s", [d.rate for d in drains]))
-            figures += _cpu_figures(f"per tooled run, journal {state}", drains, TOOLED_KINDS)
-        if self.off:
-            pairs = list(zip(found["on"], found["off"], strict=True))
-            figures.append(Figure("tooled drain, journal on / off", "ratio", [on.rate / off.rate for on, off in pairs]))
-            for kind in ("web", "worker", "postgres"):
-                spent = [(on.cpu[kind] - off.cpu[kind]) / STEPS for on, off in pairs]
-                figures.append(Figure(f"journal CPU per journaled step, {kind}", "ms", spent))
-        return figures
-
-
-_JOURNAL_REFUSED = {
-    "on": "--url {url} journaled no step of its tooled runs: start it with the journal on (AGENTOS_STEP_JOURNAL)",
-    "off": "--off-url {url} journaled its tooled runs' steps: start it with AGENTOS_STEP_JOURNAL=false",
-}
+            drain(self.client, runs=50, sessions=10, agent=AGENT_ID)  # its first runs open its connections
+            for _ in range(repeats):
+                measured = self._drain_measured(self.client, agent=AGENT_ID, serve=cpu.serve_pids(self.client.url))
+                states.add("on" if journaled(self.client, measured) else "off")
+                drains.append(measured)
+        name = f"tooled drain {self.options['runs']} runs / {self.options['sessions']} sessions, journal"
+        state = "/".join(sorted(states))
+        return [
+            Figure(f"{name} {state}", "runs/s", [d.rate for d in drains]),
+            *_cpu_figures(f"per tooled run, journal {state}", drains, TOOLED_KINDS),
+        ]
 
 
 def _database_url() -> str:
