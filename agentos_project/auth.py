@@ -6,6 +6,12 @@
   admin scope` (401 when a security key is set and no token was sent at all). It is accepted wherever the
   security key is, being the stronger credential. Without an admin token, `/queue/*` asks for the security key.
 
+With JWT on (AGENTOS_JWT_VERIFICATION_KEYS or AGENTOS_JWT_JWKS_FILE, `tokens`), every API endpoint but `/health`
+needs a bearer token: a JWT that verifies makes its `sub` the caller (`tokens.Caller`); no token is 401
+`Authorization header missing`, a token that does not verify 401 with why (`Token has expired`, `Invalid token:
+…`). The security key and the admin token stay accepted beside it, as the operator's own credentials; `/queue/*`
+then also takes a JWT with the `agent_os:admin` scope.
+
 Tokens are compared in constant time. The Django admin (`/admin/`) has its own staff login and is not gated here.
 """
 
@@ -15,14 +21,16 @@ import hmac
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication
-from rest_framework.exceptions import NotAuthenticated, PermissionDenied
+from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, PermissionDenied
 from rest_framework.permissions import BasePermission
 
 from .conf import Security, current
+from .tokens import Caller, TokenRefused, verify
 
 MISSING = "Authorization header required"
 WRONG = "Invalid authentication token"
 NOT_ADMIN = "Job queue operations require an admin scope"
+JWT_MISSING = "Authorization header missing"
 
 
 def bearer_token(request) -> str | None:
@@ -57,8 +65,16 @@ def scope_of(token: str | None, security: Security) -> KeyHolder | None:
 class SecurityKeyAuthentication(BaseAuthentication):
     def authenticate(self, request):
         token = bearer_token(request)
-        holder = scope_of(token, current().security)
-        return None if holder is None else (holder, token)
+        security = current().security
+        holder = scope_of(token, security)
+        if holder is not None:
+            return holder, token
+        if token is None or not security.jwt:
+            return None
+        try:
+            return verify(token, security), token
+        except TokenRefused as refused:
+            raise AuthenticationFailed(str(refused)) from None
 
     def authenticate_header(self, request) -> str:
         return "Bearer"
@@ -68,22 +84,26 @@ class SecurityKeyPermission(BasePermission):
     """With a security key set, the request must carry it (or the admin token)."""
 
     def has_permission(self, request, view) -> bool:
-        if current().security.security_key is None or request.auth is not None:
+        security = current().security
+        if request.auth is not None or (security.security_key is None and not security.jwt):
             return True
         if bearer_token(request) is None:
-            raise NotAuthenticated(MISSING)
+            raise NotAuthenticated(JWT_MISSING if security.jwt else MISSING)
         raise PermissionDenied(WRONG)
 
 
 class QueueAdminPermission(BasePermission):
-    """`/queue/*`: the admin token when one is set, else the security key when one is set, else open."""
+    """`/queue/*`: the admin token when one is set, else the security key when one is set, else open; with JWT
+    on, also a JWT with the `agent_os:admin` scope."""
 
     def has_permission(self, request, view) -> bool:
         security = current().security
-        if security.admin_token is None:
+        if security.admin_token is None and not security.jwt:
             return SecurityKeyPermission().has_permission(request, view)
         if request.auth is not None and request.user.admin:
             return True
+        if security.jwt and request.auth is None:
+            return SecurityKeyPermission().has_permission(request, view)
         if security.security_key is not None and bearer_token(request) is None:
             raise NotAuthenticated(MISSING)
         raise PermissionDenied(NOT_ADMIN)
@@ -101,3 +121,16 @@ class SecurityKeyScheme(OpenApiAuthenticationExtension):
             "scheme": "bearer",
             "description": "AGENTOS_SECURITY_KEY, when one is set; AGENTOS_ADMIN_TOKEN for /queue when one is set",
         }
+
+
+def token_identity(request, *, user_id: str | None, session_id: str | None) -> tuple[str | None, str | None]:
+    """The user and session a request acts as: with a JWT, its `sub` (a `user_id` sent that differs is refused,
+    403) and the session its token is bound to, if any (likewise); else what the request sent."""
+    caller = request.user
+    if not isinstance(caller, Caller):
+        return user_id, session_id
+    if user_id is not None and user_id != caller.user_id:
+        raise PermissionDenied(f"user_id {user_id!r} is not the token's subject")
+    if caller.session_id is not None and session_id is not None and session_id != caller.session_id:
+        raise PermissionDenied(f"session_id {session_id!r} is not the token's session")
+    return caller.user_id, session_id or caller.session_id

@@ -11,7 +11,9 @@ streams: keepalive cadence, how long Redis keeps a run's events). A bad value ra
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
 import re
 from collections.abc import Mapping
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -80,6 +82,17 @@ class QueueSettings:
 class Security:
     security_key: str | None = None
     admin_token: str | None = None
+    # JWT (agentos_project.tokens): keys tried in order, and/or a JWKS file's keys (by `kid`); on when either is set.
+    jwt_verification_keys: tuple[str, ...] = ()
+    jwt_jwks_file: str | None = None
+    jwt_algorithm: str = "RS256"
+    jwt_audience: str | None = None
+    authorization: bool = False  # scopes enforced per endpoint
+
+    @property
+    def jwt(self) -> bool:
+        """Whether callers are identified by a JWT."""
+        return bool(self.jwt_verification_keys or self.jwt_jwks_file)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,6 +256,48 @@ def _queue(env: _Reader) -> QueueSettings:
     )
 
 
+JWT_ALGORITHMS = ("HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "EdDSA")
+
+
+def _security(env: _Reader) -> Security:
+    return Security(
+        security_key=env.text("AGENTOS_SECURITY_KEY"),
+        admin_token=env.text("AGENTOS_ADMIN_TOKEN"),
+        jwt_verification_keys=_keys(env.text("AGENTOS_JWT_VERIFICATION_KEYS")),
+        jwt_jwks_file=_jwks_file(env.text("AGENTOS_JWT_JWKS_FILE")),
+        jwt_algorithm=_algorithm(env.text("AGENTOS_JWT_ALGORITHM", "RS256")),
+        jwt_audience=env.text("AGENTOS_JWT_AUDIENCE"),
+        authorization=env.boolean("AGENTOS_AUTHORIZATION", False),
+    )
+
+
+def _jwks_file(path: str | None) -> str | None:
+    if path and not os.access(path, os.R_OK):
+        raise ConfigError(f"AGENTOS_JWT_JWKS_FILE names no readable file (got {path!r})")
+    return path or None
+
+
+def _algorithm(value: str) -> str:
+    if value not in JWT_ALGORITHMS:
+        raise ConfigError(f"AGENTOS_JWT_ALGORITHM must be one of {', '.join(JWT_ALGORITHMS)} (got {value!r})")
+    return value
+
+
+def _keys(value: str | None) -> tuple[str, ...]:
+    """AGENTOS_JWT_VERIFICATION_KEYS: one key (a PEM public key, or an HMAC secret), or a JSON list of them."""
+    if not value or not value.strip():
+        return ()
+    if not value.lstrip().startswith("["):
+        return (value,)
+    try:
+        keys = json.loads(value)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"AGENTOS_JWT_VERIFICATION_KEYS is not a JSON list of keys ({error})") from None
+    if not isinstance(keys, list) or not all(isinstance(key, str) and key for key in keys):
+        raise ConfigError("AGENTOS_JWT_VERIFICATION_KEYS must be one key, or a JSON list of keys (strings)")
+    return tuple(keys)
+
+
 _ENTRY = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?$")
 
 
@@ -261,7 +316,7 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Age
     return AgentOSSettings(
         services=_services(env),
         queue=_queue(env),
-        security=Security(security_key=env.text("AGENTOS_SECURITY_KEY"), admin_token=env.text("AGENTOS_ADMIN_TOKEN")),
+        security=_security(env),
         agents=AgentsSettings(
             demo_agents=env.boolean("AGENTOS_DEMO_AGENTS", demo_agents_default),
             bench_agents=env.boolean("AGENTOS_BENCH_AGENTS", False),

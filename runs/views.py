@@ -11,6 +11,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agentos_project.auth import token_identity
 from agentos_project.conf import current
 from agents_registry.registry import ComponentNotFound as RegistryMiss
 from agents_registry.registry import registry
@@ -76,12 +77,15 @@ class SubmitRunView(APIView):
         component = component_or_404(self.kind, component_id)
         data = validated(SubmitSerializer, request.data, location="body")
         key = idempotency_key(request.headers.get("Idempotency-Key"))
+        user_id, session_id = token_identity(
+            request, user_id=data.get("user_id") or None, session_id=data.get("session_id") or None
+        )
         submission = Submission(
             component=component,
             message=data["message"],
-            session_id=data.get("session_id") or str(uuid.uuid4()),
-            requested_session_id=data.get("session_id") or None,
-            user_id=data.get("user_id") or None,
+            session_id=session_id or str(uuid.uuid4()),
+            requested_session_id=session_id,
+            user_id=user_id,
             session_state=data["session_state"],
             metadata=data["metadata"],
             stream=data["stream"],

@@ -56,6 +56,14 @@ def test_values_are_parsed():
     assert (conf.server.worker_nice, conf.server.web_threads) == (0, 16)
 
 
+def test_jwt_is_on_with_keys_or_a_jwks_file():
+    assert load({}).security.jwt is False
+    one = load({"AGENTOS_JWT_VERIFICATION_KEYS": "secret", "AGENTOS_JWT_ALGORITHM": "HS256"}).security
+    two = load({"AGENTOS_JWT_VERIFICATION_KEYS": '["old", "new"]', "AGENTOS_AUTHORIZATION": "true"}).security
+    assert (one.jwt, one.jwt_verification_keys, one.jwt_algorithm) == (True, ("secret",), "HS256")
+    assert (two.jwt_verification_keys, two.jwt_algorithm, two.authorization) == (("old", "new"), "RS256", True)
+
+
 def test_concurrency_alias_and_precedence():
     assert load({"AGNO_BACKGROUND_MAX_CONCURRENCY": "8"}).queue.max_concurrency == 8
     assert load({"AGNO_BACKGROUND_MAX_CONCURRENCY": "8", "AGENTOS_MAX_CONCURRENCY": "4"}).queue.max_concurrency == 4
@@ -86,6 +94,11 @@ def test_per_session_order_is_off_without_the_durable_queue():
         ({"AGENTOS_WORKER_NICE": "-1"}, "AGENTOS_WORKER_NICE must be >= 0"),
         ({"AGENTOS_WORKER_NICE": "20"}, "AGENTOS_WORKER_NICE must be <= 19"),
         ({"AGENTOS_WEB_THREADS": "0"}, "AGENTOS_WEB_THREADS must be >= 1"),
+        ({"AGENTOS_STEP_MAX_BYTES": "10"}, "AGENTOS_STEP_MAX_BYTES must be >= 1024"),
+        ({"AGENTOS_JWT_ALGORITHM": "none"}, "AGENTOS_JWT_ALGORITHM must be one of HS256, HS384"),
+        ({"AGENTOS_JWT_VERIFICATION_KEYS": "[1, 2]"}, "AGENTOS_JWT_VERIFICATION_KEYS must be one key, or a JSON list"),
+        ({"AGENTOS_JWT_VERIFICATION_KEYS": "[oops"}, "AGENTOS_JWT_VERIFICATION_KEYS is not a JSON list of keys"),
+        ({"AGENTOS_JWT_JWKS_FILE": "/nonexistent/jwks.json"}, "AGENTOS_JWT_JWKS_FILE names no readable file"),
     ],
 )
 def test_bad_values_name_the_variable_and_the_rule(environ, message):

@@ -1,0 +1,161 @@
+"""Identity from a verified JWT (issue 31): HS256 and RS256 keys, a JWKS file, and each way a token is refused, with
+AgentOS' status and detail; the token's subject is the run's user."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from agentos_project.tokens import _jwks
+from runs.models import AgentSession, Run
+from tests.conftest import with_conf
+
+pytestmark = pytest.mark.django_db
+SECRET = "a-string-secret-at-least-256-bits-long"
+HS256 = {"jwt_verification_keys": (SECRET,), "jwt_algorithm": "HS256"}
+WRONG_AUDIENCE = "Invalid token audience - token not valid for this AgentOS instance"
+SUBMIT = {"message": "hi sleep=0", "stream": "false", "background": "true"}
+
+
+def rsa_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def public_pem(key: rsa.RSAPrivateKey) -> str:
+    return (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+
+
+def token(key, algorithm: str = "HS256", *, expires_in: float = 600, headers: dict | None = None, **claims) -> str:
+    claims = {
+        "sub": "ada",
+        "exp": datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=expires_in),
+    } | claims
+    return jwt.encode(claims, key, algorithm=algorithm, headers=headers)
+
+
+def bearer(value: str) -> dict:
+    return {"HTTP_AUTHORIZATION": f"Bearer {value}"}
+
+
+def submitted_by(api, value: str, **fields):
+    return api.post("/agents/stub-agent/runs", {**SUBMIT, **fields}, **bearer(value))
+
+
+@with_conf("security", **HS256)
+def test_an_hs256_token_makes_its_subject_the_runs_user(api):
+    response = submitted_by(api, token(SECRET))
+
+    assert response.status_code == 202, response.content
+    assert Run.objects.get(pk=response.json()["run_id"]).user_id == "ada"
+
+
+def test_an_rs256_token_is_verified_with_the_public_key(api):
+    key = rsa_key()
+    with with_conf("security", jwt_verification_keys=(public_pem(key),), jwt_algorithm="RS256"):
+        accepted = submitted_by(api, token(key, "RS256"))
+        forged = submitted_by(api, token(rsa_key(), "RS256"))
+
+    assert accepted.status_code == 202
+    assert (forged.status_code, forged.json()) == (401, {"detail": "Invalid token: Signature verification failed"})
+
+
+def test_the_keys_are_tried_in_order(api):
+    old, new = rsa_key(), rsa_key()
+    with with_conf("security", jwt_verification_keys=(public_pem(old), public_pem(new)), jwt_algorithm="RS256"):
+        assert submitted_by(api, token(new, "RS256")).status_code == 202
+        assert submitted_by(api, token(old, "RS256")).status_code == 202
+
+
+def test_a_jwks_file_gives_the_key_each_tokens_kid_names(api, tmp_path):
+    first, second = rsa_key(), rsa_key()
+    document = {"keys": []}
+    for kid, key in (("k1", first), ("k2", second)):
+        entry = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+        document["keys"].append({**entry, "kid": kid, "use": "sig", "alg": "RS256"})
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps(document))
+    _jwks.cache_clear()
+
+    with with_conf("security", jwt_jwks_file=str(path), jwt_algorithm="RS256"):
+        by_second = submitted_by(api, token(second, "RS256", headers={"kid": "k2"}))
+        by_first = submitted_by(api, token(first, "RS256", headers={"kid": "k1"}))
+        misnamed = submitted_by(api, token(second, "RS256", headers={"kid": "k1"}))
+        unnamed = submitted_by(api, token(first, "RS256"))
+
+    assert (by_second.status_code, by_first.status_code, unnamed.status_code) == (202, 202, 202)
+    assert (misnamed.status_code, misnamed.json()) == (401, {"detail": "Invalid token: Signature verification failed"})
+
+
+@with_conf("security", **HS256, jwt_audience="agentos-prod")
+@pytest.mark.parametrize(
+    ("made", "detail"),
+    [
+        (lambda: token(SECRET, aud="agentos-prod", expires_in=-5), "Token has expired"),
+        (lambda: token(SECRET, aud="agentos-dev"), WRONG_AUDIENCE),
+        (lambda: token(SECRET), WRONG_AUDIENCE),
+        (lambda: token("another-secret-at-least-256-bits-long!!", aud="agentos-prod"),
+         "Invalid token: Signature verification failed"),
+        (lambda: token(None, "none", aud="agentos-prod"), "Invalid token: The specified alg value is not allowed"),
+        (lambda: "not-a-jwt", "Invalid token: Not enough segments"),
+        (lambda: token(SECRET, aud="agentos-prod", sub=""), "Invalid token subject"),
+    ],
+    ids=["expired", "wrong audience", "no audience", "another key", "alg none", "malformed", "no subject"],
+)  # fmt: skip
+def test_a_token_that_does_not_verify_is_refused_with_why_and_nothing_is_written(api, made, detail):
+    response = submitted_by(api, made())
+
+    assert (response.status_code, response.json()) == (401, {"detail": detail})
+    assert response["WWW-Authenticate"] == "Bearer"
+    assert not Run.objects.exists() and not AgentSession.objects.exists()
+
+
+@with_conf("security", **HS256)
+@pytest.mark.parametrize("path", ["/config", "/agents", "/agents/stub-agent/runs/x?session_id=s", "/queue/jobs"])
+def test_with_jwt_on_every_endpoint_but_health_wants_a_token(api, path):
+    missing = api.get(path)
+
+    assert (missing.status_code, missing.json()) == (401, {"detail": "Authorization header missing"})
+    assert api.get("/health").status_code == 200
+
+
+@with_conf("security", **HS256)
+def test_a_user_id_that_is_not_the_tokens_subject_is_refused_and_nothing_is_written(api):
+    refused = submitted_by(api, token(SECRET), user_id="grace")
+    same = submitted_by(api, token(SECRET), user_id="ada")
+
+    assert (refused.status_code, refused.json()) == (403, {"detail": "user_id 'grace' is not the token's subject"})
+    assert same.status_code == 202
+    assert list(Run.objects.values_list("user_id", flat=True)) == ["ada"]
+
+
+@with_conf("security", **HS256)
+def test_a_token_bound_to_a_session_runs_there_and_only_there(api):
+    bound = token(SECRET, session_id="chat-7")
+
+    implied = submitted_by(api, bound)
+    other = submitted_by(api, bound, session_id="chat-8")
+
+    assert implied.status_code == 202 and implied.json()["session_id"] == "chat-7"
+    assert (other.status_code, other.json()) == (403, {"detail": "session_id 'chat-8' is not the token's session"})
+
+
+@with_conf("security", **HS256, security_key="s3cret")
+def test_the_queue_takes_an_admin_scoped_token_and_the_security_key_beside_jwt(api):
+    user, admin = token(SECRET), token(SECRET, scopes=["agent_os:admin"])
+
+    assert (api.get("/queue/jobs", **bearer(user)).status_code, api.get("/queue/jobs", **bearer(user)).json()) == (
+        403,
+        {"detail": "Job queue operations require an admin scope"},
+    )
+    assert api.get("/queue/jobs", **bearer(admin)).status_code == 200
+    assert api.get("/queue/jobs", **bearer("s3cret")).status_code == 200
+    assert api.get("/config", **bearer("s3cret")).status_code == 200
