@@ -134,3 +134,10 @@ def token_identity(request, *, user_id: str | None, session_id: str | None) -> t
     if caller.session_id is not None and session_id is not None and session_id != caller.session_id:
         raise PermissionDenied(f"session_id {session_id!r} is not the token's session")
     return caller.user_id, session_id or caller.session_id
+
+
+def runs_owner(request) -> str | None:
+    """The user whose runs alone the request may see and act on: a JWT caller's `sub`, unless its token has the
+    `agent_os:admin` scope; None (every run) for an admin, the operator's keys, or without JWT."""
+    caller = request.user
+    return caller.user_id if isinstance(caller, Caller) and not caller.admin else None

@@ -17,16 +17,10 @@ from .exceptions import RunNotFound
 from .models import AgentSession, Run, RunEvent, RunStatus, Step
 
 
-def run_get(*, kind: str, component_id: str, run_id: str, session_id: str) -> Run:
-    """The run, only when it belongs to this component and session; else `RunNotFound` (404)."""
-    if not is_uuid(run_id):
-        raise RunNotFound()
-    run = Run.objects.filter(
-        pk=run_id,
-        session_id=session_id,
-        component_type=kind,
-        component_id=component_id,
-    ).first()
+def run_get(*, kind: str, component_id: str, run_id: str, session_id: str, visible_to: str | None = None) -> Run:
+    """The run, only when it belongs to this component and session (and to the user `visible_to`, when one is
+    named: another user's run is as unknown as one that does not exist); else `RunNotFound` (404)."""
+    run = run_find(kind=kind, component_id=component_id, run_id=run_id, session_id=session_id, visible_to=visible_to)
     if run is None:
         raise RunNotFound()
     return run
@@ -93,11 +87,16 @@ def is_uuid(value: str) -> bool:
     return True
 
 
-def run_find(*, kind: str, component_id: str, run_id: str, session_id: str | None) -> Run | None:
-    """The run of this component (and of this session, when one is named), or None."""
+def run_find(
+    *, kind: str, component_id: str, run_id: str, session_id: str | None, visible_to: str | None = None
+) -> Run | None:
+    """The run of this component (and of this session, when one is named; of the user `visible_to`, when one is
+    named), or None."""
     if not is_uuid(run_id):
         return None
     runs = Run.objects.filter(pk=run_id, component_type=kind, component_id=component_id)
+    if visible_to is not None:
+        runs = runs.filter(user_id=visible_to)
     return (runs.filter(session_id=session_id) if session_id else runs).first()
 
 

@@ -11,7 +11,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentos_project.auth import token_identity
+from agentos_project.auth import runs_owner, token_identity
 from agentos_project.conf import current
 from agents_registry.registry import ComponentNotFound as RegistryMiss
 from agents_registry.registry import registry
@@ -107,7 +107,13 @@ class RunDetailView(APIView):
     def get(self, request, component_id: str, run_id: str):
         component_or_404(self.kind, component_id)
         query = validated(PollQuerySerializer, request.query_params, location="query")
-        run = run_get(kind=self.kind, component_id=component_id, run_id=run_id, session_id=query["session_id"])
+        run = run_get(
+            kind=self.kind,
+            component_id=component_id,
+            run_id=run_id,
+            session_id=query["session_id"],
+            visible_to=runs_owner(request),
+        )
         return Response(run_to_wire(run, waiting_on=run_waiting_on(run)))
 
 
@@ -137,6 +143,7 @@ class ContinueRunView(APIView):
             ),
             background=data["background"],
             stream=data["stream"],
+            visible_to=runs_owner(request),
         )
         return answer(
             continued.accepted.run_id,
@@ -155,7 +162,8 @@ class CancelRunView(APIView):
     def post(self, request, component_id: str, run_id: str):
         component_or_404(self.kind, component_id)
         query = validated(CancelSerializer, _fields(request), location="query")
-        run_cancel(kind=self.kind, component_id=component_id, run_id=run_id, session_id=query.get("session_id"))
+        session_id, owner = query.get("session_id"), runs_owner(request)
+        run_cancel(kind=self.kind, component_id=component_id, run_id=run_id, session_id=session_id, visible_to=owner)
         return Response({})
 
 
@@ -168,7 +176,10 @@ class ResumeRunView(APIView):
         data = validated(ResumeSerializer, _fields(request), location="body")
         if not data.get("session_id"):
             raise SessionRequired()
-        run = run_find(kind=self.kind, component_id=component_id, run_id=run_id, session_id=data["session_id"])
+        owner = runs_owner(request)
+        run = run_find(
+            kind=self.kind, component_id=component_id, run_id=run_id, session_id=data["session_id"], visible_to=owner
+        )
         target = Target.of(run) if run else None
         after = -1 if data["last_event_index"] is None else data["last_event_index"]
         return sse_response(resume_frames(run_id, target, after=after))

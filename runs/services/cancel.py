@@ -14,16 +14,19 @@ from . import cancel_signal
 from .states import CANCELLED_PAUSED, CANCELLED_QUEUED, run_cancel_unqueued
 
 
-def run_cancel(*, kind: str, component_id: str, run_id: str, session_id: str | None) -> None:
+def run_cancel(
+    *, kind: str, component_id: str, run_id: str, session_id: str | None, visible_to: str | None = None
+) -> None:
     """Cancel a run (CONTRACT 9); a run that is unknown here, or already finished, is left as it is.
 
     A queued, waiting or paused run is cancelled at once by the ticket's guarded change (stage PENDING or
     PAUSED); a run without a ticket that waits for its in-process slot, or is paused, likewise by its row's. A
     running one is marked (`cancel_requested_at`) and gets an intent in Redis, which its executing attempt sees
     at its next checkpoint wherever it runs; it then ends CANCELLED with stage EXECUTING. Whichever of the cancel
-    and a finishing attempt changes the row first decides; the other changes nothing.
+    and a finishing attempt changes the row first decides; the other changes nothing. Another user's run
+    (`visible_to`) is left as an unknown one is.
     """
-    run = run_find(kind=kind, component_id=component_id, run_id=run_id, session_id=session_id)
+    run = run_find(kind=kind, component_id=component_id, run_id=run_id, session_id=session_id, visible_to=visible_to)
     if run is not None:
         run_cancel_found(run)
 

@@ -35,21 +35,29 @@ def _invalid(message: str, field: str) -> RequestInvalid:
 
 
 def run_continue(
-    *, kind: str, component_id: str, run_id: str, session_id: str, answers: Answers, background: bool, stream: bool
+    *,
+    kind: str,
+    component_id: str,
+    run_id: str,
+    session_id: str,
+    answers: Answers,
+    background: bool,
+    stream: bool,
+    visible_to: str | None = None,
 ) -> Continued:
     """Queue the next leg of a paused run with the client's decisions; the 202 body, or a refusal.
 
     A run without a ticket (inline, or the durable queue off) continues in this process: on its pool with
     background=true, else inline, when the returned future is done.
 
-    Checked in order: unknown run (404), cancelled, a leg of an earlier continue still executing (409 with
-    Retry-After), not paused, a queue-owned run continued without background=true, a stream asked of a run
-    submitted without one (all 409); then an earlier continue still queued answers the same 202 (a double
-    click); then decisions that do not answer every pending call (422). Then, in one transaction, the ticket
-    (paused → queued, one more attempt, same place; guarded, and taken first, as a cancel takes it) and the run's
-    row (paused → PENDING, guarded) change together.
+    Checked in order: unknown run, or another user's (`visible_to`) (404), cancelled, a leg of an earlier
+    continue still executing (409 with Retry-After), not paused, a queue-owned run continued without
+    background=true, a stream asked of a run submitted without one (all 409); then an earlier continue still
+    queued answers the same 202 (a double click); then decisions that do not answer every pending call (422).
+    Then, in one transaction, the ticket (paused → queued, one more attempt, same place; guarded, and taken first,
+    as a cancel takes it) and the run's row (paused → PENDING, guarded) change together.
     """
-    run = run_find(kind=kind, component_id=component_id, run_id=run_id, session_id=session_id)
+    run = run_find(kind=kind, component_id=component_id, run_id=run_id, session_id=session_id, visible_to=visible_to)
     if run is None:
         raise RunNotFound()
     waiting = _continuable(run, background=background, stream=stream)
@@ -67,7 +75,7 @@ def run_continue(
     if not continued:  # a concurrent continue (or cancel) came first: answer as it now stands
         return run_continue(
             kind=kind, component_id=component_id, run_id=run_id, session_id=session_id, answers=answers,
-            background=background, stream=stream,
+            background=background, stream=stream, visible_to=visible_to,
         )  # fmt: skip
     if not run.queued and not background:
         return Continued(accepted, run.next_event_index - 1, inline_runner.start(run.run_id))
