@@ -105,7 +105,10 @@ class QueueStatsView(QueueView):
 
 
 class MetricsView(APIView):
-    """Prometheus' text format; guarded by the security key like every endpoint but `/health`."""
+    """Prometheus' text format; guarded by the security key like every endpoint but `/health` (and, with
+    AGENTOS_AUTHORIZATION, AgentOS' scope `metrics:read`)."""
+
+    scope = ("metrics", "read")
 
     def perform_content_negotiation(self, request, force=False):
         return super().perform_content_negotiation(request, force=True)  # text, whatever Accept says; refusals JSON

@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from agentos_project.auth import runs_owner, token_identity
 from agentos_project.conf import current
+from agentos_project.scopes import COMPONENT, visible
 from agents_registry.registry import ComponentNotFound as RegistryMiss
 from agents_registry.registry import registry
 from agents_registry.requirements import Answers
@@ -71,6 +72,7 @@ def answer(
 
 class SubmitRunView(APIView):
     kind = "agent"
+    scope = (COMPONENT, "run")
 
     @extend_schema(request=SubmitSerializer, parameters=[schemas.IDEMPOTENCY_KEY], responses=schemas.SUBMIT_RESPONSES)
     def post(self, request, component_id: str):
@@ -102,6 +104,7 @@ class SubmitRunView(APIView):
 
 class RunDetailView(APIView):
     kind = "agent"
+    scope = (COMPONENT, "read")
 
     @extend_schema(parameters=[PollQuerySerializer], responses=schemas.POLL_RESPONSES)
     def get(self, request, component_id: str, run_id: str):
@@ -125,6 +128,7 @@ def _fields(request) -> dict:
 
 class ContinueRunView(APIView):
     kind = "agent"
+    scope = (COMPONENT, "run")
 
     @extend_schema(request=ContinueSerializer, responses=schemas.CONTINUE_RESPONSES)
     def post(self, request, component_id: str, run_id: str):
@@ -157,6 +161,7 @@ class ContinueRunView(APIView):
 
 class CancelRunView(APIView):
     kind = "agent"
+    scope = (COMPONENT, "run")
 
     @extend_schema(parameters=[CancelSerializer], request=None, responses=schemas.CANCEL_RESPONSES)
     def post(self, request, component_id: str, run_id: str):
@@ -169,6 +174,7 @@ class CancelRunView(APIView):
 
 class ResumeRunView(APIView):
     kind = "agent"
+    scope = (COMPONENT, "read")
 
     @extend_schema(request=ResumeSerializer, responses=schemas.RESUME_RESPONSES)
     def post(self, request, component_id: str, run_id: str):
@@ -187,14 +193,17 @@ class ResumeRunView(APIView):
 
 class ComponentListView(APIView):
     kind = "agent"
+    scope = (COMPONENT, "read")
 
     @extend_schema(responses={200: schemas.ComponentSerializer(many=True)})
     def get(self, request):
-        return Response([component.summary() for component in registry.of_kind(self.kind)])
+        listed = visible(request, f"{self.kind}s", registry.of_kind(self.kind))
+        return Response([component.summary() for component in listed])
 
 
 class ComponentDetailView(APIView):
     kind = "agent"
+    scope = (COMPONENT, "read")
 
     @extend_schema(responses={200: schemas.ComponentSerializer, 404: schemas.refused("unknown component")})
     def get(self, request, component_id: str):
@@ -202,6 +211,8 @@ class ComponentDetailView(APIView):
 
 
 class ConfigView(APIView):
+    scope = ("config", "read")
+
     @extend_schema(responses={200: schemas.ConfigSerializer})
     def get(self, request):
         conf = current().queue
@@ -211,9 +222,9 @@ class ConfigView(APIView):
                 "name": "agentos",
                 "description": "Durable background runs for AI agents",
                 "databases": ["agentos-db"],
-                "agents": [c.summary() for c in registry.of_kind("agent")],
-                "teams": [c.summary() for c in registry.of_kind("team")],
-                "workflows": [c.summary() for c in registry.of_kind("workflow")],
+                "agents": [c.summary() for c in visible(request, "agents", registry.of_kind("agent"))],
+                "teams": [c.summary() for c in visible(request, "teams", registry.of_kind("team"))],
+                "workflows": [c.summary() for c in visible(request, "workflows", registry.of_kind("workflow"))],
                 "interfaces": [],
                 "queue": {"durable": conf.durable, "queue_per_session": conf.effective_per_session},
             }

@@ -104,7 +104,10 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_AUTHENTICATION_CLASSES": ["agentos_project.auth.SecurityKeyAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["agentos_project.auth.SecurityKeyPermission"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "agentos_project.auth.SecurityKeyPermission",
+        "agentos_project.scopes.ScopePermission",
+    ],
     "UNAUTHENTICATED_USER": None,
     "EXCEPTION_HANDLER": "agentos_project.exceptions.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -159,3 +159,73 @@ def test_the_queue_takes_an_admin_scoped_token_and_the_security_key_beside_jwt(a
     assert api.get("/queue/jobs", **bearer(admin)).status_code == 200
     assert api.get("/queue/jobs", **bearer("s3cret")).status_code == 200
     assert api.get("/config", **bearer("s3cret")).status_code == 200
+
+
+SCOPED = {**HS256, "authorization": True}
+INSUFFICIENT = "Insufficient permissions. Required scope(s): {}"
+
+
+def scoped(*scopes: str, sub: str = "ada") -> str:
+    return token(SECRET, sub=sub, scopes=list(scopes))
+
+
+@with_conf("security", **SCOPED)
+def test_a_token_scoped_to_one_agent_runs_that_agent_and_no_other(api):
+    one = scoped("agents:stub-agent:run")
+
+    ran = submitted_by(api, one)
+    other = api.post("/agents/hitl-agent/runs", SUBMIT, **bearer(one))
+    team = api.post("/teams/stub-team/runs", SUBMIT, **bearer(one))
+
+    assert ran.status_code == 202
+    assert (other.status_code, other.json()) == (
+        403,
+        {"detail": "Insufficient permissions. Required scope(s): agents:run"},
+    )
+    assert (team.status_code, team.json()) == (
+        403,
+        {"detail": "Insufficient permissions. Required scope(s): teams:run"},
+    )
+    assert Run.objects.count() == 1
+
+
+@with_conf("security", **SCOPED)
+@pytest.mark.parametrize(
+    ("scopes", "allowed"),
+    [
+        (["agents:run"], True),
+        (["agents:*:run"], True),
+        (["agents:stub-agent:read"], False),
+        (["teams:run"], False),
+        (["agent_os:admin"], True),
+        ([], False),
+    ],
+)
+def test_running_an_agent_wants_a_run_scope_on_it(api, scopes, allowed):
+    assert (submitted_by(api, scoped(*scopes)).status_code == 202) is allowed
+
+
+@with_conf("security", **SCOPED)
+def test_listings_and_config_show_only_what_the_token_may_read(api):
+    one = scoped("agents:stub-agent:read", "config:read")
+    every = scoped("agents:read", "system:read")
+
+    assert [agent["id"] for agent in api.get("/agents", **bearer(one)).json()] == ["stub-agent"]
+    assert [agent["id"] for agent in api.get("/config", **bearer(one)).json()["agents"]] == ["stub-agent"]
+    assert api.get("/config", **bearer(one)).json()["teams"] == []
+    assert len(api.get("/agents", **bearer(every)).json()) > 1
+    assert api.get("/config", **bearer(every)).status_code == 200, "system:read is config:read"
+    assert api.get("/agents/hitl-agent", **bearer(one)).status_code == 403
+    refused = api.get("/config", **bearer(scoped("agents:read")))
+    assert (refused.status_code, refused.json()) == (
+        403,
+        {"detail": "Insufficient permissions. Required scope(s): config:read"},
+    )
+    assert api.get("/metrics", **bearer(scoped("metrics:read"))).status_code == 200
+    assert api.get("/metrics", **bearer(one)).status_code == 403
+
+
+@with_conf("security", **HS256)
+def test_without_authorization_scopes_are_not_checked(api):
+    assert submitted_by(api, scoped()).status_code == 202
+    assert len(api.get("/agents", **bearer(scoped())).json()) > 1
