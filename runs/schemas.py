@@ -35,6 +35,7 @@ class RunSerializer(serializers.Serializer):
     team_id = serializers.CharField(required=False, help_text="for teams")
     workflow_id = serializers.CharField(required=False, help_text="for workflows")
     status = serializers.ChoiceField(choices=RunStatus.choices)
+    user_id = serializers.CharField(required=False, help_text="who submitted it (a JWT's subject), when known")
     created_at = serializers.IntegerField(help_text="seconds since the epoch")
     input = RunInputSerializer()
     queue_attempt = serializers.IntegerField()

@@ -126,6 +126,7 @@ def run_to_wire(run: Run, *, waiting_on: str | None = None) -> dict:
     steps = run_steps(run_id=run.run_id) if run.queued else []  # a run without a ticket has no journal
     paused = run.status == RunStatus.PAUSED
     optional = {
+        "user_id": run.user_id,  # the token's subject, with JWT on
         "content": run.content if run.content_type is None or run.content is None else json.loads(run.content),
         "content_type": run.content_type,
         "events": events or None,
