@@ -260,7 +260,7 @@ JWT_ALGORITHMS = ("HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256",
 
 
 def _security(env: _Reader) -> Security:
-    return Security(
+    security = Security(
         security_key=env.text("AGENTOS_SECURITY_KEY"),
         admin_token=env.text("AGENTOS_ADMIN_TOKEN"),
         jwt_verification_keys=_keys(env.text("AGENTOS_JWT_VERIFICATION_KEYS")),
@@ -269,6 +269,12 @@ def _security(env: _Reader) -> Security:
         jwt_audience=env.text("AGENTOS_JWT_AUDIENCE"),
         authorization=env.boolean("AGENTOS_AUTHORIZATION", False),
     )
+    if security.authorization and not security.jwt:
+        raise ConfigError(
+            "AGENTOS_AUTHORIZATION=true needs AGENTOS_JWT_VERIFICATION_KEYS or AGENTOS_JWT_JWKS_FILE: scopes come "
+            "from verified tokens"
+        )
+    return security
 
 
 def _jwks_file(path: str | None) -> str | None:

@@ -4,7 +4,8 @@ are not scoped).
 A scope is `resource:action` (every resource of that type), `resource:<id>:action` (one), `resource:*:action`
 (any), or `agent_os:admin` (everything); `system:` is read as `config:`, as AgentOS does. A view names what it
 needs with `scope = (resource, action)` (the resource `"component"` stands for its kind's plural, the id for its
-`component_id`); a missing scope is 403 `Insufficient permissions. Required scope(s): <scope>`.
+`component_id`); a missing scope is 403 `Insufficient permissions. Required scope(s): <scope>`. A listing needs
+none: as AgentOS does, it shows what the caller may read (`visible`), maybe nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .tokens import ADMIN_SCOPE, Caller
 
 ALIASES = {"system": "config"}
 COMPONENT = "component"
+READ_OR_RUN = ("read", "run")  # what /config lists of each kind, as AgentOS' does
 
 
 def _parsed(scope: str) -> tuple[str, str | None, str] | None:
@@ -44,15 +46,15 @@ def allows(scopes: frozenset[str], resource: str, action: str, resource_id: str 
     return False
 
 
-def readable_ids(scopes: frozenset[str], resource: str) -> set[str] | None:
-    """The ids of `resource` a listing shows: None for all (a scope on every one of them), else those a scope names
-    (to read or to run)."""
-    if allows(scopes, resource, "read"):
+def readable_ids(scopes: frozenset[str], resource: str, actions: tuple[str, ...] = ("read",)) -> set[str] | None:
+    """The ids of `resource` a listing shows, as AgentOS filters it: None for all (an `actions` scope on every one of
+    them), else those a scope names for one of `actions` (maybe none)."""
+    if any(allows(scopes, resource, action) for action in actions):
         return None
     named = set()
     for scope in scopes:
         parsed = _parsed(scope)
-        if parsed is not None and parsed[0] == resource and parsed[1] not in (None, "*"):
+        if parsed is not None and parsed[0] == resource and parsed[1] not in (None, "*") and parsed[2] in actions:
             named.add(parsed[1])
     return named
 
@@ -65,10 +67,11 @@ def scoped(request) -> Caller | None:
     return caller
 
 
-def visible(request, resource: str, components: list) -> list:
-    """`components` (of `resource`, e.g. agents) as the caller may list them: all, or those its scopes name."""
+def visible(request, resource: str, components: list, actions: tuple[str, ...] = ("read",)) -> list:
+    """`components` (of `resource`, e.g. agents) as the caller may list them: all, or those its scopes name for one
+    of `actions`."""
     caller = scoped(request)
-    ids = None if caller is None else readable_ids(caller.scopes, resource)
+    ids = None if caller is None else readable_ids(caller.scopes, resource, actions)
     return components if ids is None else [component for component in components if component.id in ids]
 
 
@@ -83,8 +86,6 @@ class ScopePermission(BasePermission):
         resource_id = None
         if resource == COMPONENT:
             resource, resource_id = f"{view.kind}s", view.kwargs.get("component_id")
-        if resource_id is None and action == "read" and readable_ids(caller.scopes, resource):
-            return True  # a listing, to a caller with scopes on some of its items: it shows those
         if allows(caller.scopes, resource, action, resource_id):
             return True
         raise PermissionDenied(f"Insufficient permissions. Required scope(s): {resource}:{action}")

@@ -20,6 +20,8 @@ ADMIN_SCOPE = "agent_os:admin"
 EXPIRED = "Token has expired"
 WRONG_AUDIENCE = "Invalid token audience - token not valid for this AgentOS instance"
 NO_SUBJECT = "Invalid token subject"
+MAX_ID = 255  # a user id or session id longer than the database keeps is no identity
+LEEWAY_SECONDS = 10  # clock skew between the token's issuer and this server, as AgentOS allows
 
 
 class TokenRefused(Exception):
@@ -53,17 +55,18 @@ def verify(token: str, security: Security) -> Caller:
     except jwt.InvalidTokenError as error:
         raise TokenRefused(f"Invalid token: {error}") from None
     subject = claims.get("sub")
-    if not isinstance(subject, str) or not subject:
+    if not isinstance(subject, str) or not subject or len(subject) > MAX_ID:
         raise TokenRefused(NO_SUBJECT)
     scopes = claims.get("scopes") or []
-    scopes = [scopes] if isinstance(scopes, str) else scopes
+    scopes = [scopes] if isinstance(scopes, str) else scopes if isinstance(scopes, list) else []
     session = claims.get("session_id")
-    return Caller(subject, session if isinstance(session, str) and session else None, frozenset(map(str, scopes)))
+    session = session if isinstance(session, str) and 0 < len(session) <= MAX_ID else None
+    return Caller(subject, session, frozenset(str(scope) for scope in scopes))
 
 
 def _claims(token: str, security: Security) -> dict:
     """The token's claims, from the first configured key that verifies it (the JWKS key its `kid` names first)."""
-    options = {"algorithms": [security.jwt_algorithm], "audience": security.jwt_audience}
+    options = {"algorithms": [security.jwt_algorithm], "audience": security.jwt_audience, "leeway": LEEWAY_SECONDS}
     if security.jwt_audience is None:
         options["options"] = {"verify_aud": False}
     keys = [*_jwks_keys(token, security.jwt_jwks_file), *security.jwt_verification_keys]
@@ -71,10 +74,17 @@ def _claims(token: str, security: Security) -> dict:
     for key in keys:
         try:
             return jwt.decode(token, key, **options)
-        except (jwt.ExpiredSignatureError, jwt.InvalidAudienceError, jwt.MissingRequiredClaimError):
+        except (
+            jwt.ExpiredSignatureError,
+            jwt.ImmatureSignatureError,
+            jwt.InvalidAudienceError,
+            jwt.MissingRequiredClaimError,
+        ):
             raise  # the signature was good: no other key tells anything else
         except jwt.InvalidTokenError as error:
             last = error
+        except (jwt.InvalidKeyError, jwt.PyJWKError, TypeError, ValueError):
+            last = jwt.InvalidSignatureError("Signature verification failed")  # a key of another kind: not this one
     raise last
 
 
@@ -90,11 +100,15 @@ def _jwks_keys(token: str, path: str | None) -> list:
 
 @functools.cache
 def _jwks(path: str) -> dict:
-    """The JWKS file's keys by `kid` (read once per process; a key without a `kid` is numbered)."""
+    """The JWKS file's keys by `kid` (read once per process: a new key needs a restart; a key without a `kid` is
+    numbered, one PyJWT cannot use is left out)."""
     with open(path, encoding="utf-8") as file:
         document = json.load(file)
     found = {}
     for number, entry in enumerate(document.get("keys", [])):
-        key = jwt.PyJWK.from_dict(entry)
+        try:
+            key = jwt.PyJWK.from_dict(entry)
+        except (jwt.PyJWKError, jwt.InvalidKeyError, TypeError, ValueError):
+            continue  # a key PyJWT cannot verify with (an encryption key, say): no token is signed with it
         found[entry.get("kid") or f"#{number}"] = key.key
     return found

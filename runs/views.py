@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from agentos_project.auth import runs_owner, token_identity
 from agentos_project.conf import current
-from agentos_project.scopes import COMPONENT, visible
+from agentos_project.scopes import COMPONENT, READ_OR_RUN, visible
 from agents_registry.registry import ComponentNotFound as RegistryMiss
 from agents_registry.registry import registry
 from agents_registry.requirements import Answers
@@ -110,13 +110,9 @@ class RunDetailView(APIView):
     def get(self, request, component_id: str, run_id: str):
         component_or_404(self.kind, component_id)
         query = validated(PollQuerySerializer, request.query_params, location="query")
-        run = run_get(
-            kind=self.kind,
-            component_id=component_id,
-            run_id=run_id,
-            session_id=query["session_id"],
-            visible_to=runs_owner(request),
-        )
+        _, session_id = token_identity(request, user_id=None, session_id=query["session_id"])
+        owner = runs_owner(request)
+        run = run_get(kind=self.kind, component_id=component_id, run_id=run_id, session_id=session_id, visible_to=owner)
         return Response(run_to_wire(run, waiting_on=run_waiting_on(run)))
 
 
@@ -137,11 +133,12 @@ class ContinueRunView(APIView):
         if not fields.get("session_id"):
             raise SessionRequired()
         data = validated(ContinueSerializer, fields, location="body")
+        _, session_id = token_identity(request, user_id=data.get("user_id") or None, session_id=data["session_id"])
         continued = run_continue(
             kind=self.kind,
             component_id=component_id,
             run_id=run_id,
-            session_id=data["session_id"],
+            session_id=session_id,
             answers=Answers(
                 tools=data["tools"], requirements=data["requirements"], step_requirements=data["step_requirements"]
             ),
@@ -167,14 +164,14 @@ class CancelRunView(APIView):
     def post(self, request, component_id: str, run_id: str):
         component_or_404(self.kind, component_id)
         query = validated(CancelSerializer, _fields(request), location="query")
-        session_id, owner = query.get("session_id"), runs_owner(request)
+        _, session_id = token_identity(request, user_id=None, session_id=query.get("session_id") or None)
+        owner = runs_owner(request)
         run_cancel(kind=self.kind, component_id=component_id, run_id=run_id, session_id=session_id, visible_to=owner)
         return Response({})
 
 
 class ResumeRunView(APIView):
-    kind = "agent"
-    scope = (COMPONENT, "read")
+    kind = "agent"  # no scope, as AgentOS maps none: a caller's own runs only (`runs_owner`)
 
     @extend_schema(request=ResumeSerializer, responses=schemas.RESUME_RESPONSES)
     def post(self, request, component_id: str, run_id: str):
@@ -182,18 +179,17 @@ class ResumeRunView(APIView):
         data = validated(ResumeSerializer, _fields(request), location="body")
         if not data.get("session_id"):
             raise SessionRequired()
+        _, session_id = token_identity(request, user_id=None, session_id=data["session_id"])
         owner = runs_owner(request)
-        run = run_find(
-            kind=self.kind, component_id=component_id, run_id=run_id, session_id=data["session_id"], visible_to=owner
-        )
+        found = {"kind": self.kind, "component_id": component_id, "run_id": run_id, "session_id": session_id}
+        run = run_find(**found, visible_to=owner)
         target = Target.of(run) if run else None
         after = -1 if data["last_event_index"] is None else data["last_event_index"]
         return sse_response(resume_frames(run_id, target, after=after))
 
 
 class ComponentListView(APIView):
-    kind = "agent"
-    scope = (COMPONENT, "read")
+    kind = "agent"  # no scope: it lists what the caller may read (`visible`)
 
     @extend_schema(responses={200: schemas.ComponentSerializer(many=True)})
     def get(self, request):
@@ -210,6 +206,11 @@ class ComponentDetailView(APIView):
         return Response(component_or_404(self.kind, component_id).summary())
 
 
+def _configured(request, kind: str) -> list[dict]:
+    """The components of `kind` /config shows the caller: those its scopes let it read or run, as AgentOS'."""
+    return [c.summary() for c in visible(request, f"{kind}s", registry.of_kind(kind), READ_OR_RUN)]
+
+
 class ConfigView(APIView):
     scope = ("config", "read")
 
@@ -222,9 +223,9 @@ class ConfigView(APIView):
                 "name": "agentos",
                 "description": "Durable background runs for AI agents",
                 "databases": ["agentos-db"],
-                "agents": [c.summary() for c in visible(request, "agents", registry.of_kind("agent"))],
-                "teams": [c.summary() for c in visible(request, "teams", registry.of_kind("team"))],
-                "workflows": [c.summary() for c in visible(request, "workflows", registry.of_kind("workflow"))],
+                "agents": _configured(request, "agent"),
+                "teams": _configured(request, "team"),
+                "workflows": _configured(request, "workflow"),
                 "interfaces": [],
                 "queue": {"durable": conf.durable, "queue_per_session": conf.effective_per_session},
             }

@@ -99,6 +99,7 @@ def test_per_session_order_is_off_without_the_durable_queue():
         ({"AGENTOS_JWT_VERIFICATION_KEYS": "[1, 2]"}, "AGENTOS_JWT_VERIFICATION_KEYS must be one key, or a JSON list"),
         ({"AGENTOS_JWT_VERIFICATION_KEYS": "[oops"}, "AGENTOS_JWT_VERIFICATION_KEYS is not a JSON list of keys"),
         ({"AGENTOS_JWT_JWKS_FILE": "/nonexistent/jwks.json"}, "AGENTOS_JWT_JWKS_FILE names no readable file"),
+        ({"AGENTOS_AUTHORIZATION": "true"}, "AGENTOS_AUTHORIZATION=true needs AGENTOS_JWT_VERIFICATION_KEYS"),
     ],
 )
 def test_bad_values_name_the_variable_and_the_rule(environ, message):

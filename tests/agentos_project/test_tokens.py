@@ -3,13 +3,16 @@ AgentOS' status and detail; the token's subject is the run's user."""
 
 from __future__ import annotations
 
+import base64
 import datetime
+import hashlib
+import hmac
 import json
 
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from agentos_project.tokens import _jwks
 from runs.models import AgentSession, Run
@@ -99,7 +102,7 @@ def test_a_jwks_file_gives_the_key_each_tokens_kid_names(api, tmp_path):
 @pytest.mark.parametrize(
     ("made", "detail"),
     [
-        (lambda: token(SECRET, aud="agentos-prod", expires_in=-5), "Token has expired"),
+        (lambda: token(SECRET, aud="agentos-prod", expires_in=-60), "Token has expired"),
         (lambda: token(SECRET, aud="agentos-dev"), WRONG_AUDIENCE),
         (lambda: token(SECRET), WRONG_AUDIENCE),
         (lambda: token("another-secret-at-least-256-bits-long!!", aud="agentos-prod"),
@@ -216,6 +219,10 @@ def test_listings_and_config_show_only_what_the_token_may_read(api):
     assert len(api.get("/agents", **bearer(every)).json()) > 1
     assert api.get("/config", **bearer(every)).status_code == 200, "system:read is config:read"
     assert api.get("/agents/hitl-agent", **bearer(one)).status_code == 403
+    assert api.get("/agents", **bearer(scoped("agents:hitl-agent:run"))).json() == [], "a listing shows what it reads"
+    assert api.get("/agents", **bearer(scoped("sessions:read"))).json() == []
+    ran = scoped("agents:hitl-agent:run", "config:read")
+    assert [agent["id"] for agent in api.get("/config", **bearer(ran)).json()["agents"]] == ["hitl-agent"]
     refused = api.get("/config", **bearer(scoped("agents:read")))
     assert (refused.status_code, refused.json()) == (
         403,
@@ -229,3 +236,70 @@ def test_listings_and_config_show_only_what_the_token_may_read(api):
 def test_without_authorization_scopes_are_not_checked(api):
     assert submitted_by(api, scoped()).status_code == 202
     assert len(api.get("/agents", **bearer(scoped())).json()) > 1
+
+
+NOT_ALLOWED = "The specified alg value is not allowed"
+
+
+def hmac_signed(secret: bytes) -> str:
+    """An HS256 token signed with `secret` by hand (PyJWT refuses to use a public key as an HMAC secret): the
+    algorithm confusion an RS256 deployment must refuse."""
+
+    def part(value: bytes) -> str:
+        return base64.urlsafe_b64encode(value).rstrip(b"=").decode()
+
+    header = part(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    payload = part(json.dumps({"sub": "mallory", "exp": 4102444800}).encode())
+    signature = hmac.new(secret, f"{header}.{payload}".encode(), hashlib.sha256).digest()
+    return f"{header}.{payload}.{part(signature)}"
+
+
+def test_keys_of_another_kind_are_passed_over_not_a_crash(api, tmp_path):
+    rsa_signer, ec_signer = rsa_key(), ec.generate_private_key(ec.SECP256R1())
+    document = {"keys": [
+        {**json.loads(jwt.algorithms.ECAlgorithm.to_jwk(ec_signer.public_key())), "kid": "ec"},
+        {**json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(rsa_signer.public_key())), "kid": "rsa"},
+        {"kty": "oct", "kid": "enc", "use": "enc", "alg": "A256GCM", "k": "bad"},
+    ]}  # fmt: skip
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps(document))
+    _jwks.cache_clear()
+    with with_conf("security", jwt_jwks_file=str(path), jwt_algorithm="RS256"):
+        unnamed = submitted_by(api, token(rsa_signer, "RS256"))
+        misnamed = submitted_by(api, token(rsa_signer, "RS256", headers={"kid": "ec"}))
+    with with_conf("security", jwt_verification_keys=(SECRET, public_pem(rsa_signer)), jwt_algorithm="RS256"):
+        mixed = submitted_by(api, token(rsa_signer, "RS256"))
+        confused = submitted_by(api, hmac_signed(public_pem(rsa_signer).encode()))
+
+    assert (unnamed.status_code, mixed.status_code) == (202, 202)
+    assert (misnamed.status_code, misnamed.json()) == (401, {"detail": "Invalid token: Signature verification failed"})
+    assert (confused.status_code, confused.json()) == (
+        401,
+        {"detail": "Invalid token: The specified alg value is not allowed"},
+    )
+
+
+@with_conf("security", **HS256)
+def test_a_little_clock_skew_is_forgiven_and_odd_claims_are_no_identity(api):
+    ahead = token(SECRET, iat=int(datetime.datetime.now(datetime.UTC).timestamp()) + 5)
+    long_sub = token(SECRET, sub="x" * 300)
+    odd_scopes = token(SECRET, scopes=5)
+
+    assert submitted_by(api, ahead).status_code == 202
+    assert (submitted_by(api, long_sub).status_code, submitted_by(api, long_sub).json()) == (
+        401,
+        {"detail": "Invalid token subject"},
+    )
+    assert submitted_by(api, odd_scopes).status_code == 202
+
+
+@with_conf("security", **HS256)
+def test_a_session_bound_token_polls_and_cancels_in_its_session_only(api):
+    bound = token(SECRET, session_id="chat-7")
+    run_id = submitted_by(api, bound).json()["run_id"]
+
+    own = api.get(f"/agents/stub-agent/runs/{run_id}", {"session_id": "chat-7"}, **bearer(bound))
+    other = api.get(f"/agents/stub-agent/runs/{run_id}", {"session_id": "chat-8"}, **bearer(bound))
+
+    assert own.status_code == 200
+    assert (other.status_code, other.json()) == (403, {"detail": "session_id 'chat-8' is not the token's session"})
