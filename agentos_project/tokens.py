@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
 
 import jwt
 
@@ -93,15 +94,19 @@ def _jwks_keys(token: str, path: str | None) -> list:
     them)."""
     if path is None:
         return []
-    keys = _jwks(path)
+    try:
+        changed = os.stat(path).st_mtime_ns
+    except OSError:
+        changed = None  # gone or unreadable: the keys read last stay in use
+    keys = _jwks(path, changed)
     kid = jwt.get_unverified_header(token).get("kid")
     return [keys[kid]] if kid in keys else list(keys.values())
 
 
-@functools.cache
-def _jwks(path: str) -> dict:
-    """The JWKS file's keys by `kid` (read once per process: a new key needs a restart; a key without a `kid` is
-    numbered, one PyJWT cannot use is left out)."""
+@functools.lru_cache(maxsize=4)
+def _jwks(path: str, changed: int | None) -> dict:
+    """The JWKS file's keys by `kid`, read again when the file changed (`changed`: its modification time), so a
+    rotated key is taken without a restart; a key without a `kid` is numbered, one PyJWT cannot use is left out."""
     with open(path, encoding="utf-8") as file:
         document = json.load(file)
     found = {}

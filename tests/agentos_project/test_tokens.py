@@ -8,13 +8,13 @@ import datetime
 import hashlib
 import hmac
 import json
+import os
 
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from agentos_project.tokens import _jwks
 from runs.models import AgentSession, Run
 from tests.conftest import with_conf
 
@@ -86,7 +86,6 @@ def test_a_jwks_file_gives_the_key_each_tokens_kid_names(api, tmp_path):
         document["keys"].append({**entry, "kid": kid, "use": "sig", "alg": "RS256"})
     path = tmp_path / "jwks.json"
     path.write_text(json.dumps(document))
-    _jwks.cache_clear()
 
     with with_conf("security", jwt_jwks_file=str(path), jwt_algorithm="RS256"):
         by_second = submitted_by(api, token(second, "RS256", headers={"kid": "k2"}))
@@ -263,7 +262,6 @@ def test_keys_of_another_kind_are_passed_over_not_a_crash(api, tmp_path):
     ]}  # fmt: skip
     path = tmp_path / "jwks.json"
     path.write_text(json.dumps(document))
-    _jwks.cache_clear()
     with with_conf("security", jwt_jwks_file=str(path), jwt_algorithm="RS256"):
         unnamed = submitted_by(api, token(rsa_signer, "RS256"))
         misnamed = submitted_by(api, token(rsa_signer, "RS256", headers={"kid": "ec"}))
@@ -303,3 +301,26 @@ def test_a_session_bound_token_polls_and_cancels_in_its_session_only(api):
 
     assert own.status_code == 200
     assert (other.status_code, other.json()) == (403, {"detail": "session_id 'chat-8' is not the token's session"})
+
+
+def jwks_of(**keys) -> str:
+    """A JWKS document of RSA public keys, by kid."""
+    entries = [
+        {**json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key())), "kid": kid} for kid, key in keys.items()
+    ]
+    return json.dumps({"keys": entries})
+
+
+def test_a_rotated_jwks_file_is_read_again_without_a_restart(api, tmp_path):
+    old, new = rsa_key(), rsa_key()
+    path = tmp_path / "jwks.json"
+    path.write_text(jwks_of(old=old))
+    with with_conf("security", jwt_jwks_file=str(path), jwt_algorithm="RS256"):
+        before = submitted_by(api, token(old, "RS256", headers={"kid": "old"}))
+        path.write_text(jwks_of(new=new))
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000_000))
+        rotated = submitted_by(api, token(new, "RS256", headers={"kid": "new"}))
+        retired = submitted_by(api, token(old, "RS256", headers={"kid": "old"}))
+
+    assert (before.status_code, rotated.status_code) == (202, 202)
+    assert (retired.status_code, retired.json()) == (401, {"detail": "Invalid token: Signature verification failed"})
