@@ -52,8 +52,6 @@ def fingerprint(*parts) -> str:
 class Journal:
     """No journal: every step runs live and nothing is kept (a run without a ticket, or the journal turned off)."""
 
-    replaying = False
-
     def replay(self, kind: str, fingerprint: Callable[[], str], call: dict | None = None) -> Recorded | None:
         """Begin the next step, `kind` with `fingerprint` (computed only if the journal needs it; a tool `call`:
         its name, id and arguments); its journaled entry when the journal is still replaying and holds this very

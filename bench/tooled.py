@@ -37,7 +37,6 @@ CALLS = (
     ("call_2", "quote", {"hotel": "Hotel Lisboa", "nights": 3}),
     ("call_3", "book", {"quote_id": "q-360"}),
 )
-STEPS = 2 * len(CALLS) + 1  # four model calls and three tool calls
 USAGE = {"prompt_tokens": 40, "completion_tokens": 12, "total_tokens": 52}
 BASE_DIR = Path(__file__).resolve().parent.parent
 

@@ -11,7 +11,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentos_project.auth import runs_owner, token_identity
+from agentos_project.auth import run_access, token_identity
 from agentos_project.conf import current
 from agentos_project.scopes import COMPONENT, READ_OR_RUN, visible
 from agents_registry.registry import ComponentNotFound as RegistryMiss
@@ -110,8 +110,7 @@ class RunDetailView(APIView):
     def get(self, request, component_id: str, run_id: str):
         component_or_404(self.kind, component_id)
         query = validated(PollQuerySerializer, request.query_params, location="query")
-        _, session_id = token_identity(request, user_id=None, session_id=query["session_id"])
-        owner = runs_owner(request)
+        session_id, owner = run_access(request, session_id=query["session_id"])
         run = run_get(kind=self.kind, component_id=component_id, run_id=run_id, session_id=session_id, visible_to=owner)
         return Response(run_to_wire(run, waiting_on=run_waiting_on(run)))
 
@@ -133,7 +132,7 @@ class ContinueRunView(APIView):
         if not fields.get("session_id"):
             raise SessionRequired()
         data = validated(ContinueSerializer, fields, location="body")
-        _, session_id = token_identity(request, user_id=data.get("user_id") or None, session_id=data["session_id"])
+        session_id, owner = run_access(request, session_id=data["session_id"], user_id=data.get("user_id") or None)
         continued = run_continue(
             kind=self.kind,
             component_id=component_id,
@@ -144,7 +143,7 @@ class ContinueRunView(APIView):
             ),
             background=data["background"],
             stream=data["stream"],
-            visible_to=runs_owner(request),
+            visible_to=owner,
         )
         return answer(
             continued.accepted.run_id,
@@ -164,14 +163,13 @@ class CancelRunView(APIView):
     def post(self, request, component_id: str, run_id: str):
         component_or_404(self.kind, component_id)
         query = validated(CancelSerializer, _fields(request), location="query")
-        _, session_id = token_identity(request, user_id=None, session_id=query.get("session_id") or None)
-        owner = runs_owner(request)
+        session_id, owner = run_access(request, session_id=query.get("session_id") or None)
         run_cancel(kind=self.kind, component_id=component_id, run_id=run_id, session_id=session_id, visible_to=owner)
         return Response({})
 
 
 class ResumeRunView(APIView):
-    kind = "agent"  # no scope, as AgentOS maps none: a caller's own runs only (`runs_owner`)
+    kind = "agent"  # no scope, as AgentOS maps none: a caller's own runs only (`run_access`)
 
     @extend_schema(request=ResumeSerializer, responses=schemas.RESUME_RESPONSES)
     def post(self, request, component_id: str, run_id: str):
@@ -179,8 +177,7 @@ class ResumeRunView(APIView):
         data = validated(ResumeSerializer, _fields(request), location="body")
         if not data.get("session_id"):
             raise SessionRequired()
-        _, session_id = token_identity(request, user_id=None, session_id=data["session_id"])
-        owner = runs_owner(request)
+        session_id, owner = run_access(request, session_id=data["session_id"])
         found = {"kind": self.kind, "component_id": component_id, "run_id": run_id, "session_id": session_id}
         run = run_find(**found, visible_to=owner)
         target = Target.of(run) if run else None

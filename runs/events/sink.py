@@ -66,6 +66,16 @@ class EventSink:
         if deferred:
             eventbus.sender.send(self.run.run_id, deferred, self.run.stream_inbox, self._keep)
 
+    def unheld_stored(self) -> list[dict]:
+        """The kept events that a write may store before the leg ends: all but the held ones, which go with it."""
+        held = {id(event) for event in self.held}
+        return [event for event in self.stored if id(event) not in held]
+
+    def forget_stored(self, events: list[dict]) -> None:
+        """`events` (of `unheld_stored`) were stored: the leg's record does not store them again."""
+        written = {id(event) for event in events}
+        self.stored = [event for event in self.stored if id(event) not in written]
+
     def drop_held(self) -> None:
         """Forget the held events: the leg ends otherwise than they said (a pause that gave way to a cancel). They
         were never published, so their indices are given again when they were the last ones."""

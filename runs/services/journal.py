@@ -87,6 +87,11 @@ _WRITE = Prepared(
 )
 
 
+def leg_of(tool_decisions: list | None) -> int:
+    """Which leg of its run a run's next (or current) leg is: how many continues it had."""
+    return len(tool_decisions or [])
+
+
 class Unjournaled(Journal):
     """A leg without a journal (a run without a ticket, or AGENTOS_STEP_JOURNAL off): nothing to write."""
 
@@ -96,6 +101,9 @@ class Unjournaled(Journal):
     def write_call(self, fence: str | None = None, *, answered: bool = True) -> None:
         return None
 
+    def settled(self) -> None:
+        pass
+
 
 class RunJournal(Journal):
     """The journal of one leg of `run`, as `attempt` executes it; `entries` are what earlier attempts of the same
@@ -103,7 +111,7 @@ class RunJournal(Journal):
 
     def __init__(self, run: Run, sink: EventSink, *, attempt: int, entries: dict[int, Step], max_bytes: int):
         self.run, self.sink, self.attempt, self.max_bytes = run, sink, attempt, max_bytes
-        self.leg = len(run.tool_decisions or [])
+        self.leg = leg_of(run.tool_decisions)
         self.entries = entries
         self.replaying = bool(entries)
         self.position = -1
@@ -113,6 +121,7 @@ class RunJournal(Journal):
         self.replayed_below: int | None = None  # the positions the next write marks as replayed once more
         self.clear_after: int | None = None  # a divergence: entries past the next write's go
         self.kept = bool(entries)  # the leg has steps in the journal: its last answer is journaled too
+        self.settling = 0  # the steps the leg's record writes, counted once it committed (`settled`)
 
     def replay(self, kind: str, fingerprint: Callable[[], str], call: dict | None = None) -> Recorded | None:
         self.position += 1
@@ -182,11 +191,14 @@ class RunJournal(Journal):
             self._tell_replay()
 
     def _tell_replay(self) -> None:
+        self._count_replay()
         models, tools = self.replayed[MODEL], self.replayed[TOOL]
-        metrics.recorder.count("replayed_model_calls", models)
-        metrics.recorder.count("replayed_tool_calls", tools)
         fields = {"name": REPLAYED, "attempt": self.attempt, "model_calls": models, "tool_calls": tools}
         self.sink.emit(event_name(self.run.component_type, "custom"), fields)
+
+    def _count_replay(self) -> None:
+        metrics.recorder.count("replayed_model_calls", self.replayed[MODEL])
+        metrics.recorder.count("replayed_tool_calls", self.replayed[TOOL])
 
     def ended(self) -> None:
         """The leg ended: a replay that went to its end counts what it replayed (marked with the leg's record; its
@@ -194,8 +206,7 @@ class RunJournal(Journal):
         if self.replaying and any(self.replayed.values()):
             self.replaying = False
             self.replayed_below = self.position + 1
-            metrics.recorder.count("replayed_model_calls", self.replayed[MODEL])
-            metrics.recorder.count("replayed_tool_calls", self.replayed[TOOL])
+            self._count_replay()
 
     def write_call(self, fence: str | None = None, *, answered: bool = True) -> tuple[str, list] | None:
         """What the leg's record writes of the journal, changing nothing here (a settle may be sent again): the
@@ -207,8 +218,12 @@ class RunJournal(Journal):
         steps = [step for step in (self.pending if answered else []) if self._fits(step)]
         if not steps and self.replayed_below is None:
             return None
-        metrics.recorder.count("journaled_steps", len(steps))
+        self.settling = len(steps)
         return self._statement(fence, steps, [])
+
+    def settled(self) -> None:
+        """The leg's record committed, with the steps `write_call` gave it."""
+        metrics.recorder.count("journaled_steps", self.settling)
 
     def write(self) -> None:
         """Write the pending steps and the events emitted since the last write now, in a statement of its own;
@@ -216,8 +231,7 @@ class RunJournal(Journal):
         for step in self.pending:
             if not self._fits(step):
                 raise PermanentRunError(self._too_large(step))
-        held = {id(event) for event in self.sink.held}
-        events = [event for event in self.sink.stored if id(event) not in held]
+        events = self.sink.unheld_stored()
         with connection.cursor() as cursor:
             cursor.execute(*self._statement(None, self.pending, events))
             owned = cursor.fetchone()[0]
@@ -227,7 +241,7 @@ class RunJournal(Journal):
             log.warning("run=%s attempt=%s fenced: its journal write was refused", self.run.run_id, self.attempt)
             raise RuntimeError(TAKEN)
         metrics.recorder.count("journaled_steps", len(self.pending))
-        self.sink.stored = [event for event in self.sink.stored if id(event) in held]
+        self.sink.forget_stored(events)
         if self.pending:
             self.clear_after = None
         self.pending, self.replayed_below, self.kept = [], None, True
@@ -264,30 +278,32 @@ class RunJournal(Journal):
 
 def load_entries(run: Run) -> dict[int, Step]:
     """What earlier attempts journaled for the leg `run` is about to execute again, by position."""
-    leg = len(run.tool_decisions or [])
-    return {step.position: step for step in Step.objects.filter(run_id=run.run_id, leg=leg)}
+    return {step.position: step for step in Step.objects.filter(run_id=run.run_id, leg=leg_of(run.tool_decisions))}
+
+
+def _continuing_leg(run_id):
+    """The journal of the leg a continuing run (a continue's leg queued or executing) is on, and the run's attempt;
+    None for a run that is not continuing."""
+    run = Run.objects.filter(pk=run_id, continued_tools__isnull=False).values_list("tool_decisions", "attempt")
+    found = run.first()
+    if found is None:
+        return None
+    decisions, attempt = found
+    return Step.objects.filter(run_id=run_id, leg=leg_of(decisions)), attempt
 
 
 def run_continuation_untouched(*, run_id) -> bool:
-    """Whether `run` is continuing (a continue's leg is queued or executing) and that leg's journal holds no tool
-    call: it ran none of the confirmed tools, so the run may be paused again on the same calls."""
-    run = Run.objects.filter(pk=run_id, continued_tools__isnull=False).values_list("tool_decisions", flat=True)
-    decisions = run.first()
-    if decisions is None:
-        return False
-    return not Step.objects.filter(run_id=run_id, leg=len(decisions), kind=TOOL).exists()
+    """Whether `run` is continuing and that leg's journal holds no tool call: it ran none of the confirmed tools, so
+    the run may be paused again on the same calls."""
+    found = _continuing_leg(run_id)
+    return found is not None and not found[0].filter(kind=TOOL).exists()
 
 
 def run_continuation_progressed(*, run_id) -> bool:
     """Whether `run` is continuing and the attempt executing that leg completed a step of it (a replayed step, or
     a call it only started, is no progress: a tool that kills its worker every time is not resumed for ever)."""
-    run = Run.objects.filter(pk=run_id, continued_tools__isnull=False).values_list("tool_decisions", "attempt")
-    found = run.first()
-    if found is None:
-        return False
-    decisions, attempt = found
-    made = Step.objects.filter(run_id=run_id, leg=len(decisions), attempt=attempt, status=COMPLETED)
-    return made.exists()
+    found = _continuing_leg(run_id)
+    return found is not None and found[0].filter(attempt=found[1], status=COMPLETED).exists()
 
 
 def run_journals_prune(*, run_ids: list[str]) -> int:

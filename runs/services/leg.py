@@ -28,6 +28,11 @@ class LegResult:
     error: str | None = None
     permanent: bool = False
 
+    def recorded(self) -> None:
+        """The leg's record committed: its held events go out, its journal counts what the record wrote."""
+        self.sink.publish_held()
+        self.journal.settled()
+
     @property
     def yields_to_cancel(self) -> bool:
         """A pause, or a failure that was not the input's fault: a cancel asked while the leg ran wins over it."""

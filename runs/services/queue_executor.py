@@ -107,7 +107,7 @@ class RunExecutor:
             calls = run_record_leg_calls(
                 run_id=settlement.ticket_id, attempt=settlement.attempt, leg=leg, final=final, fence=fence
             )
-            return SettleStatements(calls, after=leg.sink.publish_held)
+            return SettleStatements(calls, after=leg.recorded)
         if settlement.status == TicketStatus.PAUSED:
             calls, sink = run_park_calls(run_id=settlement.ticket_id, fence=fence)
         else:

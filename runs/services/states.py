@@ -117,6 +117,7 @@ def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None
     with connection.cursor() as cursor:
         cursor.execute(*together(*calls))  # one round trip
     leg.sink.publish_held_on_commit()
+    transaction.on_commit(leg.journal.settled)
 
 
 def run_record_leg_calls(*, run_id, attempt: int, leg: LegResult, final: bool, fence: str | None = None) -> list:
