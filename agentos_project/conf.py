@@ -66,6 +66,13 @@ class QueueSettings:
     # (runs.services.journal); a step whose JSON is larger than `step_max_bytes` fails its run instead.
     step_journal: bool = True
     step_max_bytes: int = 1 << 20
+    # Fair share (CONTRACT 17, queueing.tickets.fair): at most `max_running_per_user` runs of one user_id run at once
+    # (0: no cap), and at most `round_robin_window` of one user's runs wait in the broker at once, the rest held in
+    # PostgreSQL and let in one by one as the user's runs start, so users take turns (0: first come, first served).
+    max_running_per_user: int = 0
+    round_robin_window: int = 8
+    # A queued run's deadline when its submit names none (`expires_in`); None: it waits as long as it takes.
+    queue_ttl_seconds: float | None = None
 
     @property
     def heartbeat_interval(self) -> float:
@@ -253,7 +260,20 @@ def _queue(env: _Reader) -> QueueSettings:
         sweeper_in_worker=env.boolean("AGENTOS_SWEEPER_IN_WORKER", False),
         step_journal=env.boolean("AGENTOS_STEP_JOURNAL", True),
         step_max_bytes=env.integer("AGENTOS_STEP_MAX_BYTES", 1 << 20, minimum=1024),
+        max_running_per_user=env.integer("AGENTOS_MAX_RUNNING_PER_USER", 0, minimum=0),
+        round_robin_window=env.integer("AGENTOS_ROUND_ROBIN_WINDOW", 8, minimum=0),
+        queue_ttl_seconds=_ttl(env),
     )
+
+
+MAX_TTL_SECONDS = 366 * 86400.0  # a year: a queued run's deadline further away than that is a mistake
+
+
+def _ttl(env: _Reader) -> float | None:
+    ttl = env.number("AGENTOS_QUEUE_TTL_SECONDS", None, minimum=0)
+    if ttl is not None and ttl > MAX_TTL_SECONDS:
+        raise ConfigError(f"AGENTOS_QUEUE_TTL_SECONDS must be <= {MAX_TTL_SECONDS:g} (got {ttl:g})")
+    return ttl or None  # 0: off
 
 
 JWT_ALGORITHMS = ("HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "EdDSA")

@@ -48,6 +48,30 @@ class Ticket(models.Model):
     locked_at = models.DateTimeField(null=True, blank=True)
     # A cancel asked of the attempt running it: that attempt's pause or retryable failure ends it cancelled instead.
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # Fair share (CONTRACT 17): a claimable ticket kept out of the broker on purpose, because its user has its round
+    # robin window of messages out or has reached AGENTOS_MAX_RUNNING_PER_USER; published when its user has room.
+    held = models.BooleanField(default=False, db_default=False)
+    # The ticket's turn as fair share counts it: running (r), waiting in the broker's line (w), held (h), or none
+    # (anonymous, ended, paused, or waiting behind its session's head). Computed by PostgreSQL, so that the fair-share
+    # reads name their index alone whatever the statistics say (see `queueing.tickets.fair`).
+    turn = models.GeneratedField(
+        expression=models.Case(
+            models.When(user_id__isnull=True, then=None),
+            models.When(status=TicketStatus.RUNNING, then=models.Value("r")),
+            models.When(
+                Q(status=TicketStatus.QUEUED) & (Q(is_head=True) | Q(serialized=False)),
+                then=models.Case(models.When(held=True, then=models.Value("h")), default=models.Value("w")),
+            ),
+            default=None,
+            output_field=models.CharField(max_length=1),
+        ),
+        output_field=models.CharField(max_length=1, null=True),
+        db_persist=True,
+    )
+    # Its deadline: a ticket still queued at `expires_at` is cancelled instead of started (cleared by the claim: a
+    # started run never expires). `ttl_seconds` is what the submit asked for, which a requeue gives it again.
+    expires_at = models.DateTimeField(null=True, blank=True)
+    ttl_seconds = models.FloatField(null=True, blank=True)
     error = models.TextField(null=True, blank=True)
     payload = models.JSONField(default=dict)
     created_at = models.DateTimeField(db_default=Now())
@@ -84,6 +108,16 @@ class Ticket(models.Model):
             ),
             models.Index(fields=["completed_at"], condition=Q(status__in=TERMINAL), name="ticket_terminal"),
             models.Index(fields=["status", "created_at"], name="ticket_status_created"),
+            # A user's tickets that run or may run (held or not): what the cap and the round robin count. Anonymous
+            # tickets have no turn, so they cost it nothing.
+            models.Index(
+                fields=["user_id", "turn", "created_at"], condition=Q(turn__isnull=False), name="ticket_user_turn"
+            ),
+            models.Index(
+                fields=["expires_at"],
+                condition=Q(status=TicketStatus.QUEUED, expires_at__isnull=False),
+                name="ticket_deadline",
+            ),
         ]
 
     def __str__(self) -> str:

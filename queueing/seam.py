@@ -44,6 +44,7 @@ class NewTicket:
     idempotency_key: str | None = None
     idempotency_scope: str = ""
     request_digest: str | None = None
+    ttl_seconds: float | None = None  # its deadline: it must start within as many seconds of its accept
 
 
 @dataclasses.dataclass(frozen=True)

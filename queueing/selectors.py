@@ -8,10 +8,13 @@ tickets were queued make a scan of every queued one look cheaper.
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 
 from django.db import connection
 from django.db.models import F
+
+from agentos_project.conf import current
 
 from .models import Ticket, TicketStatus
 from .seam import Claim
@@ -27,7 +30,7 @@ def ticket_seconds_until_available(*, ticket_id) -> float | None:
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT extract(epoch FROM available_at - statement_timestamp()) FROM {Ticket._meta.db_table} "
-            "WHERE id = %s AND (SELECT status = 'queued' AND (is_head OR NOT serialized) "
+            "WHERE id = %s AND (SELECT status = 'queued' AND (is_head OR NOT serialized) AND NOT held "
             "AND available_at > statement_timestamp())",
             [ticket_id],
         )
@@ -47,6 +50,35 @@ def ticket_waiting_on(*, ticket_id) -> str | None:
         )
         row = cursor.fetchone()
     return str(row[0]) if row and row[0] is not None else None
+
+
+@dataclasses.dataclass(frozen=True)
+class UserCap:
+    """A queued ticket held by its user's cap: the user, how many of its tickets run, and the one running longest."""
+
+    user_id: str
+    running: int
+    longest: str
+
+
+def ticket_user_cap(*, ticket_id, cap: int) -> UserCap | None:
+    """For a queued ticket that may run (its session's head, or unordered) whose user runs `cap` tickets or more:
+    why it waits (CONTRACT 17). None otherwise, or when `cap` is 0 (off)."""
+    if cap <= 0:
+        return None
+    table = Ticket._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT t.user_id, count(r.id), (array_agg(r.id ORDER BY r.updated_at, r.id))[1]
+            FROM {table} AS t JOIN {table} AS r ON r.user_id = t.user_id AND r.turn = 'r'
+            WHERE t.id = %s AND (SELECT t.turn IN ('w', 'h'))  -- by its key
+            GROUP BY t.user_id HAVING count(r.id) >= %s
+            """,
+            [ticket_id, cap],
+        )
+        row = cursor.fetchone()
+    return None if row is None else UserCap(row[0], row[1], str(row[2]))
 
 
 def ticket_running_for(*, worker_id: str, session_id: str, exclude: set[str]) -> Claim | None:
@@ -125,10 +157,57 @@ def tickets_page(
 
 def queue_stats() -> dict:
     """`GET /queue/stats`: tickets by status (the statuses present only, as AgentOS counts them) and the oldest
-    queued ticket's age in seconds (None if none)."""
+    queued ticket's age in seconds (None if none); beyond AgentOS, fair share: the users with the most runs
+    running (`running_by_user`, the top TOP_USERS), the runs held by the cap and those held for their user's turn,
+    and the runs expired in the queue (of the tickets retention keeps)."""
     health = queue_health(details=False)
     counts = {status: count for status, count in health.counts.items() if count}
-    return {"counts": counts, "oldest_queued_age_seconds": health.oldest_queued_age_seconds}
+    fair = fair_share()
+    return {
+        "counts": counts,
+        "oldest_queued_age_seconds": health.oldest_queued_age_seconds,
+        "running_by_user": fair.running_by_user,
+        "held_by_cap": fair.held_by_cap,
+        "held_for_turn": fair.held_for_turn,
+        "expired": fair.expired,
+    }
+
+
+TOP_USERS = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class FairShare:
+    running_by_user: dict[str, int]
+    held_by_cap: int
+    held_for_turn: int
+    expired: int
+
+
+def fair_share(*, cap: int | None = None) -> FairShare:
+    """How users share the workers now: the TOP_USERS users with the most tickets running, the claimable queued
+    tickets of users at the cap (`AGENTOS_MAX_RUNNING_PER_USER`, the settings' unless given), the held tickets of
+    the others (waiting for their user's turn in the broker's line), and the tickets expired in the queue."""
+    cap = current().queue.max_running_per_user if cap is None else cap
+    table = Ticket._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH running AS (SELECT user_id, count(*) AS n FROM {table} WHERE turn = 'r' GROUP BY user_id),
+                 turns AS (SELECT user_id, count(*) AS claimable, count(*) FILTER (WHERE turn = 'h') AS held
+                           FROM {table} WHERE turn IN ('w', 'h') GROUP BY user_id)
+            SELECT coalesce(sum(turns.claimable) FILTER (WHERE %s > 0 AND coalesce(running.n, 0) >= %s), 0),
+                   coalesce(sum(turns.held) FILTER (WHERE NOT (%s > 0 AND coalesce(running.n, 0) >= %s)), 0),
+                   (SELECT count(*) FROM {table} WHERE status = 'cancelled' AND error LIKE 'expired after %%'),
+                   (SELECT coalesce(json_agg(json_build_array(user_id, n)), '[]') FROM
+                        (SELECT user_id, n FROM running ORDER BY n DESC, user_id LIMIT %s) AS top)
+            FROM turns LEFT JOIN running USING (user_id)
+            """,
+            [cap, cap, cap, cap, TOP_USERS],
+        )
+        held_by_cap, held_for_turn, expired, top = cursor.fetchone()
+    top = json.loads(top) if isinstance(top, str) else top
+    return FairShare({user: count for user, count in top}, int(held_by_cap), int(held_for_turn), expired)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,11 +22,14 @@ from . import router
 from .models import Ticket, TicketStatus
 from .seam import get_executor
 from .tickets import (
+    held_users,
     ticket_cancel_stale,
+    ticket_expire,
     ticket_fail_stale,
     ticket_note_dispatch,
     ticket_park_stale,
     ticket_prune,
+    ticket_release_held,
     ticket_resume_stale,
 )
 
@@ -40,6 +43,8 @@ class SweepReport:
     parked: int = 0
     resumed: int = 0
     cancelled: int = 0
+    expired: int = 0
+    released: int = 0
     redispatched: int = 0
     lost_messages: int = 0
     pruned: int = 0
@@ -62,6 +67,7 @@ def lost_messages(conf: QueueSettings) -> list:
     claimable = Ticket.objects.filter(
         Q(is_head=True) | Q(serialized=False),
         status=TicketStatus.QUEUED,
+        held=False,  # held on purpose: let in by `release_held`
         available_at__lte=settled,
         updated_at__lte=settled,
     )
@@ -71,9 +77,9 @@ def lost_messages(conf: QueueSettings) -> list:
 def sweep_once(conf: QueueSettings) -> SweepReport:
     """One pass: cancel stale leases whose cancel was asked, fail stale leases without budget (or park them back to
     paused, when the executor says the work is still paused at heart; or queue them once more, when it says the
-    lost attempt made progress it kept), dispatch stale ones with budget (a worker
-    reclaims them), publish again claimable tickets whose message was lost, and prune terminal tickets past
-    retention.
+    lost attempt made progress it kept), dispatch stale ones with budget (a worker reclaims them), expire queued
+    tickets past their deadline, let in held tickets whose users have room, publish again claimable tickets whose
+    message was lost, and prune terminal tickets past retention.
 
     Each ticket's step runs on its own: one that raises (its transaction rolls back) is logged and counted in
     `errors`, and the pass goes on with the others.
@@ -97,12 +103,33 @@ def sweep_once(conf: QueueSettings) -> SweepReport:
     for ticket_id in reclaimable.values_list("pk", flat=True)[:BATCH]:
         if _step(report, "redispatch", ticket_id, lambda t=ticket_id: _redispatch(t)):
             report.redispatched += 1
+    report.expired += expire_due(report)
+    report.released += release_held(report)
     for ticket_id in lost_messages(conf):
         if _step(report, "publish", ticket_id, lambda t=ticket_id: router.publish(t)):
             log.info("ticket=%s had no live message; published again", ticket_id)
             report.lost_messages += 1
     report.pruned = ticket_prune(retention_seconds=conf.retention_seconds)
     return report
+
+
+def expire_due(report: SweepReport) -> int:
+    """Cancel the queued tickets past their deadline (`ticket_expire`); how many."""
+    due = Ticket.objects.filter(status=TicketStatus.QUEUED, expires_at__lte=Now()).order_by("expires_at")
+    expired = 0
+    for ticket_id in due.values_list("pk", flat=True)[:BATCH]:
+        if _step(report, "expire", ticket_id, lambda t=ticket_id: ticket_expire(ticket_id=t)):
+            expired += 1
+    return expired
+
+
+def release_held(report: SweepReport) -> int:
+    """Let in the held tickets whose users have room that the claims and ends of their runs did not let in (a
+    cancel, a sweep, a race of an accept with a claim); how many."""
+    released = 0
+    for user_id in held_users():
+        released += len(_step(report, "release", user_id, lambda u=user_id: ticket_release_held(user_id=u)) or ())
+    return released
 
 
 def _redispatch(ticket_id) -> bool:

@@ -25,6 +25,7 @@ EVENT_COUNTERS = {
     "park": ("swept",),
     "resume": ("swept", "resumed"),
     "cancel": (),
+    "expire": ("expired",),
     "cancel_ask": (),
     "continue": ("continued",),
     "requeue": ("requeued",),

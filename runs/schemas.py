@@ -53,7 +53,12 @@ class RunSerializer(serializers.Serializer):
     paused_step_name = serializers.CharField(required=False)
     pause_kind = serializers.ChoiceField(choices=["executor"], required=False, help_text="a paused workflow's")
     cancellation_stage = serializers.ChoiceField(choices=CancellationStage.values, required=False)
-    waiting_on = serializers.UUIDField(required=False, help_text="the run this one waits for in its session")
+    waiting_on = serializers.UUIDField(
+        required=False, help_text="the run this one waits for: ahead of it in its session, or of its user at its cap"
+    )
+    waiting_reason = serializers.CharField(
+        required=False, help_text="why, when it is not its session: its user runs as many runs as the cap allows"
+    )
     steps = ObjectListField(
         required=False,
         help_text="the run's step journal: each model call and tool call (leg, kind, tool, status, attempt, replays, "

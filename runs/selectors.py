@@ -8,10 +8,11 @@ import uuid
 
 from django.db import connection
 
+from agentos_project.conf import current
 from agentos_project.postgres.prepared import Prepared
 from agents_registry.events import event_name
 from agents_registry.requirements import PAUSE_FIELDS
-from queueing.selectors import ticket_waiting_on
+from queueing.selectors import ticket_user_cap, ticket_waiting_on
 
 from .exceptions import RunNotFound
 from .models import AgentSession, Run, RunEvent, RunStatus, Step
@@ -104,14 +105,27 @@ def _iso(value: datetime.datetime | None) -> str | None:
     return value.isoformat(timespec="microseconds") if value else None
 
 
-def run_waiting_on(run: Run) -> str | None:
-    """The run this one waits for, while it waits in its session's line."""
+USER_CAP_WAIT = "user {user} has {running} runs running, the most AGENTOS_MAX_RUNNING_PER_USER={cap} allows"
+
+
+def run_waiting(run: Run) -> dict:
+    """What a PENDING run waits for (CONTRACT 5.3, 17), as the poll shows it: `waiting_on`, the run ahead of it in its
+    session's line; or, when its user's cap holds it, one of the user's running runs (the longest running) with
+    `waiting_reason` saying so. Empty when it waits for nothing but a worker."""
     if run.status != RunStatus.PENDING or not run.queued:
-        return None
-    return ticket_waiting_on(ticket_id=run.run_id)
+        return {}
+    ahead = ticket_waiting_on(ticket_id=run.run_id)
+    if ahead is not None:
+        return {"waiting_on": ahead}
+    cap = current().queue.max_running_per_user
+    held = ticket_user_cap(ticket_id=run.run_id, cap=cap)
+    if held is None:
+        return {}
+    reason = USER_CAP_WAIT.format(user=held.user_id, running=held.running, cap=cap)
+    return {"waiting_on": held.longest, "waiting_reason": reason}
 
 
-def run_to_wire(run: Run, *, waiting_on: str | None = None) -> dict:
+def run_to_wire(run: Run, *, waiting: dict | None = None) -> dict:
     """The run as AgentOS clients read it; optional fields only when present."""
     body = {
         "run_id": str(run.run_id),
@@ -137,7 +151,7 @@ def run_to_wire(run: Run, *, waiting_on: str | None = None) -> dict:
         "steps": steps or None,  # beyond: its journal, and how many of its steps a later attempt replayed
         "steps_replayed": sum(1 for step in steps if step["replays"]) if steps else None,
         "cancellation_stage": run.cancellation_stage if run.status == RunStatus.CANCELLED else None,
-        "waiting_on": waiting_on,
+        **(waiting or {}),
         "started_at": _iso(run.started_at),
         "completed_at": _iso(run.completed_at),
     }

@@ -7,6 +7,7 @@ both), JSON objects nested at most `jsonsafe.MAX_DEPTH` levels with finite numbe
 from __future__ import annotations
 
 import json
+import math
 
 from django.core.files.uploadedfile import UploadedFile
 from drf_spectacular.types import OpenApiTypes
@@ -15,6 +16,7 @@ from rest_framework import serializers
 from rest_framework.fields import empty
 from rest_framework.utils import html
 
+from agentos_project.conf import MAX_TTL_SECONDS
 from agentos_project.validation import ReusedFields
 from agentos_project.validation import validated as validate_request
 
@@ -71,6 +73,35 @@ class JSONObjectField(_JSONField):
         return super().to_internal_value(data)
 
 
+@extend_schema_field({"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TTL_SECONDS})
+class DeadlineField(serializers.Field):
+    """Seconds a queued run may wait for its start (`expires_in`, CONTRACT 17): a number above 0, at most a year;
+    a blank form value or a JSON `null` is None (the default deadline, if any)."""
+
+    default_error_messages = {
+        "invalid": "Value is not a valid number of seconds",
+        "range": f"Value must be above 0 and at most {MAX_TTL_SECONDS:g} seconds",
+    }
+
+    def to_internal_value(self, data):
+        if data is None or (isinstance(data, str) and not data.strip()):
+            return None
+        if isinstance(data, bool) or not isinstance(data, (int, float, str)):
+            self.fail("invalid")
+        try:
+            seconds = float(data)
+        except ValueError:
+            self.fail("invalid")
+        if not math.isfinite(seconds):
+            self.fail("invalid")
+        if not 0 < seconds <= MAX_TTL_SECONDS:
+            self.fail("range")
+        return seconds
+
+    def to_representation(self, value):
+        return value
+
+
 class SubmitSerializer(ReusedFields, serializers.Serializer):
     message = serializers.CharField(trim_whitespace=False, min_length=1)
     session_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)
@@ -79,6 +110,7 @@ class SubmitSerializer(ReusedFields, serializers.Serializer):
     background = StrictBooleanField(required=False, default=False)
     session_state = JSONObjectField(required=False, allow_null=True, default=None)
     metadata = JSONObjectField(required=False, allow_null=True, default=None)
+    expires_in = DeadlineField(required=False, allow_null=True, default=None)
 
     def validate_message(self, value: str) -> str:
         if not value.strip():

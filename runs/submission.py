@@ -25,6 +25,7 @@ class Submission:
     requested_session_id: str | None = None
     idempotency_key: str | None = None
     stream_inbox: str | None = None  # the submitting web process's inbox, when the client reads the stream there
+    expires_in: float | None = None  # seconds it may wait in the queue for its start (None: the default, if any)
 
     def digest(self) -> str:
         """What identifies the request for Idempotency-Key replays: everything the client chose but the stream."""
@@ -35,6 +36,7 @@ class Submission:
             "user_id": self.user_id,
             "session_state": self.session_state,
             "metadata": self.metadata,
+            **({"expires_in": self.expires_in} if self.expires_in is not None else {}),
         }
         return hashlib.sha256(json.dumps(chosen, sort_keys=True).encode()).hexdigest()
 
@@ -46,6 +48,7 @@ class Submission:
             "background": self.background,
             "session_state": self.session_state,
             "metadata": self.metadata,
+            **({"expires_in": self.expires_in} if self.expires_in is not None else {}),
         }
 
 

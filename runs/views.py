@@ -25,7 +25,7 @@ from .events.streams import run_tail
 from .exceptions import ComponentNotFound, SessionRequired
 from .models import RunStatus
 from .responses import cancelled_on_disconnect, inline_json_response, sse_response
-from .selectors import run_find, run_get, run_to_wire, run_waiting_on
+from .selectors import run_find, run_get, run_to_wire, run_waiting
 from .serializers import (
     CancelSerializer,
     ContinueSerializer,
@@ -92,6 +92,7 @@ class SubmitRunView(APIView):
             metadata=data["metadata"],
             stream=data["stream"],
             background=data["background"],
+            expires_in=data["expires_in"],
             idempotency_key=key,
             stream_inbox=ready_inbox() if data["stream"] and data["background"] else None,
         )
@@ -112,7 +113,7 @@ class RunDetailView(APIView):
         query = validated(PollQuerySerializer, request.query_params, location="query")
         session_id, owner = run_access(request, session_id=query["session_id"])
         run = run_get(kind=self.kind, component_id=component_id, run_id=run_id, session_id=session_id, visible_to=owner)
-        return Response(run_to_wire(run, waiting_on=run_waiting_on(run)))
+        return Response(run_to_wire(run, waiting=run_waiting(run)))
 
 
 def _fields(request) -> dict:

@@ -9,8 +9,12 @@ Django's `Now()` uses too.
 The transition table, which `tests/queueing/test_transitions.py` walks:
 
     from      event                                  to
-    -         accept                                 queued (attempt 0)
-    queued    claim (available, head or unordered)   running, attempt+1, locked_by, locked_at=now()
+    -         accept                                 queued (attempt 0); held when its user has no room
+    queued    claim (available, head or unordered,   running, attempt+1, locked_by, locked_at=now(),
+              before its deadline, user under cap)   deadline cleared
+    queued    claim refused by its user's cap        queued, held
+    queued    held, its user has room                queued, not held (let in: published)
+    queued    deadline passed                        cancelled                             (expire)
     running   claim of a stale lease, budget left    running, attempt+1, new owner         (reclaim)
     running   heartbeat by owner                     running, locked_at=now()
     running   cancel                                 running, cancel_requested_at=now()    (its attempt stops)
@@ -31,7 +35,8 @@ Once a cancel was asked of a running ticket, its attempt can no longer pause it,
 guards want no cancel asked, and the attempt ends it cancelled instead (`ticket_cancel_asked`, `queueing.settle`).
 
 Inside: `accept` (with `depth`, its depth gate), `claim` (claim, lease, heartbeat), `finish` (finish, retry, cancel
-asked), `sweep` (stale tickets, prune), `operator` (cancel, continue, requeue), and `_sql`, the SQL they share.
+asked), `sweep` (stale tickets, deadlines, prune), `operator` (cancel, continue, requeue), `fair` (the per-user cap
+and round robin: held tickets and letting them in), and `_sql`, the SQL they share.
 """
 
 from agentos_project.postgres.prepared import Prepared
@@ -41,6 +46,7 @@ from ._sql import _PROMOTE, _SESSION_LOCK, TABLE, promote_next_head, session_loc
 from .accept import ticket_accept
 from .claim import _claim_statement, ticket_claim, ticket_heartbeat, ticket_note_dispatch, ticket_owned
 from .depth import _DEPTH_LOCK, _SHARED_DEPTH_LOCK, DEPTH_LOCK, EXACT, FAST
+from .fair import held_users, ticket_release_held
 from .finish import (
     _FINISH,
     _SETTLE_BEGIN,
@@ -53,7 +59,9 @@ from .finish import (
 from .operator import RequeueResult, ticket_cancel, ticket_continue, ticket_requeue
 from .sweep import (
     SWEEP_ERROR,
+    expired_text,
     ticket_cancel_stale,
+    ticket_expire,
     ticket_fail_stale,
     ticket_park_stale,
     ticket_prune,
@@ -68,6 +76,8 @@ __all__ = [
     "TABLE",
     "Finished",
     "RequeueResult",
+    "expired_text",
+    "held_users",
     "promote_next_head",
     "session_lock",
     "statements",
@@ -77,6 +87,7 @@ __all__ = [
     "ticket_cancel_stale",
     "ticket_claim",
     "ticket_continue",
+    "ticket_expire",
     "ticket_fail_stale",
     "ticket_finish",
     "ticket_heartbeat",
@@ -84,6 +95,7 @@ __all__ = [
     "ticket_owned",
     "ticket_park_stale",
     "ticket_prune",
+    "ticket_release_held",
     "ticket_requeue",
     "ticket_resume_stale",
     "ticket_retry",
@@ -92,7 +104,8 @@ __all__ = [
 
 def statements() -> dict[str, Prepared]:
     """The prepared statements of the ticket changes, as the registered executor has them sent, by what they do:
-    `session_lock`, `depth_shared` and `depth` (the depth gate's locks), `claim`, `finish` (the guarded change),
+    `session_lock`, `depth_shared` and `depth` (the depth gate's locks), `claim` (and `claim_fair`, with the cap and
+    the round robin), `finish` (the guarded change),
     `settle_begin`, `promote`, `settled` and `settled_handing_off` (the last statement of a one-message finish).
     The accepts' are not listed (one per caller's rows). For reading their plans (`tests/queueing/test_plans.py`).
     """
@@ -102,6 +115,7 @@ def statements() -> dict[str, Prepared]:
         "depth_shared": _SHARED_DEPTH_LOCK,
         "depth": _DEPTH_LOCK,
         "claim": _claim_statement(start_sql),
+        "claim_fair": _claim_statement(start_sql, True, True),
         "finish": _FINISH,
         "settle_begin": _SETTLE_BEGIN,
         "promote": _PROMOTE,

@@ -15,6 +15,7 @@ from .. import router
 from ..models import TERMINAL, TicketStatus
 from ..seam import CLAIMED, FENCE, SETTLING, Claim, Outcome, Settlement, SettleStatements, get_executor
 from ..transition_log import changed
+from . import fair
 from ._sql import _PROMOTE, TABLE, _seconds, _update_returning
 from .claim import _CLAIM_TYPES, _CLAIMED_COLUMNS, _claim_ctes, _claim_from_row, ticket_owned
 
@@ -87,13 +88,27 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
 
 
 _PROMOTED = "nullif(current_setting('agentos.promoted', true), '')::uuid"
-# The session lock, and both marks cleared: a caller's transaction may hold them from an earlier finish.
+_RELEASED = "nullif(current_setting('agentos.released', true), '')::uuid"
+# The session lock, and the marks cleared: a caller's transaction may hold them from an earlier finish.
 _SETTLE_BEGIN = Prepared(
     "agentos_settle_begin",
     "SELECT pg_advisory_xact_lock(hashtextextended(%(session_id)s, 7)), "
     f"set_config('{SETTLING}', '', true), "
-    "set_config('agentos.promoted', '', true)",
+    "set_config('agentos.promoted', '', true), "
+    "set_config('agentos.released', '', true)",
     {"session_id": "text"},
+)
+# With the cap: the run that ended makes room for one held ticket of its user, unless its session's next ticket
+# takes that room (promoted, queued: handed off or published).
+_RELEASE_ONE = Prepared(
+    "agentos_release_after_finish",
+    fair.let_in(
+        fair.OWNER,
+        f"least(1, {fair.room(fair.OWNER)})",
+        condition=f"{FENCE} AND {_PROMOTED} IS NULL",
+        returning="set_config('agentos.released', h.id::text, true)",
+    ),
+    {"ticket_id": "uuid", "fence": "text", **fair.FAIR_TYPES},
 )
 
 
@@ -101,11 +116,12 @@ _SETTLE_BEGIN = Prepared(
 def _settled_statement(start_sql: str, hand_off: bool) -> Prepared:
     """The last statement of a one-message finish: whether the ticket's change matched, the session's new head
     if it is queued, and (with `hand_off`) that head claimed for this worker, its work started (`start_sql`)."""
-    outcome = f"SELECT {FENCE} AS settled, {_PROMOTED} AS promoted"
+    outcome = f"SELECT {FENCE} AS settled, {_PROMOTED} AS promoted, {_RELEASED} AS released"
     if not hand_off:
         return Prepared("agentos_settled_started", outcome, {"fence": "text"})
     sql = f"""{_claim_ctes(start_sql, _PROMOTED)}
-                SELECT settled, promoted, {_CLAIMED_COLUMNS} FROM ({outcome}) AS outcome LEFT JOIN {CLAIMED} ON true"""
+                SELECT settled, promoted, released, {_CLAIMED_COLUMNS}
+                FROM ({outcome}) AS outcome LEFT JOIN {CLAIMED} ON true"""
     return Prepared("agentos_settled_handing_off_started", sql, {**_CLAIM_TYPES, "fence": "text"})
 
 
@@ -118,15 +134,19 @@ def _finish_in_one_message(
     calls = [_SETTLE_BEGIN.call(params), _FINISH.call(params), *statements.calls]
     if terminal:
         calls.append(_PROMOTE.call(params))
+    if fair.capped():
+        calls.append(_RELEASE_ONE.call({**params, **fair.policy()}))
     settled = {"fence": params["fence"], "worker_id": claim.worker_id, "grace": None}
     calls.append(_settled_statement(get_executor().start_sql, hand_off and terminal).call(settled))
     row = _update_returning(*together(*calls))
-    matched, promoted, *claimed = row
+    matched, promoted, released, *claimed = row
     if not matched:
         return None
     _changed_by(claim, "finish", params["status"])
     if statements.after is not None:
         transaction.on_commit(statements.after)
+    if released is not None:
+        router.on_commit(released)
     next_claim = None
     if claimed and claimed[0] is not None:
         next_claim = _claim_from_row(promoted, claim.worker_id, tuple(claimed))
@@ -159,6 +179,8 @@ def ticket_retry(*, claim: Claim, outcome: Outcome, delay_seconds: float) -> boo
         _changed_by(claim, "retry", TicketStatus.QUEUED, retry_in=f"{delay_seconds:.2f}s")
         get_executor().settle(Settlement(claim.ticket_id, TicketStatus.QUEUED, claim.attempt, outcome.error, outcome))
         router.on_commit(claim.ticket_id, countdown=delay_seconds)
+        if fair.capped():  # it runs no more until its backoff ends: room for one held ticket of its user meanwhile
+            fair.ticket_release_held(owner_of=claim.ticket_id)
     return True
 
 

@@ -11,6 +11,7 @@ from ..models import Ticket, TicketStatus
 from ..seam import Settlement, get_executor
 from ..transition_log import changed
 from ._sql import _LIVE_SQL, TABLE, _update_returning, _while, promote_next_head, session_lock
+from .fair import ticket_release_held
 
 
 def ticket_cancel(*, ticket_id: str, error: str, paused_error: str | None = None) -> str | None:
@@ -41,19 +42,21 @@ def ticket_cancel(*, ticket_id: str, error: str, paused_error: str | None = None
                    completed_at = CASE WHEN old.status <> 'running' THEN statement_timestamp() END,
                    updated_at = CASE old.status WHEN 'running' THEN t.updated_at ELSE statement_timestamp() END
             FROM old WHERE t.id = old.id
-            RETURNING old.status, old.attempt, t.error
+            RETURNING old.status, old.attempt, t.error, t.user_id
             """,
             [ticket_id, paused_error or error, error],
         )
         if row is None:
             return None
-        previous, attempt, error = row
+        previous, attempt, error, user_id = row
         if previous == TicketStatus.RUNNING:
             changed("cancel_ask", run_id=ticket_id, session_id=session_id, status=previous, attempt=attempt)
             return previous
         changed("cancel", run_id=ticket_id, session_id=session_id, status=TicketStatus.CANCELLED, attempt=attempt)
         get_executor().settle(Settlement(str(ticket_id), TicketStatus.CANCELLED, attempt, error, previous=previous))
         promote_next_head(session_id)
+        if previous == TicketStatus.QUEUED:  # its place in the broker's line, if it had one, goes to a held one
+            ticket_release_held(user_id=user_id)
     return previous
 
 
@@ -92,7 +95,8 @@ def ticket_requeue(*, ticket_id: str, grace_seconds: float, force: bool = False)
 
     A ticket failed less than `grace_seconds` ago may still have a live (presumed dead) worker: refused
     unless `force`. Takes the session lock; the new `session_seq` is 1 + the largest live one, and the
-    ticket is its session's head when no live serialized ticket remains.
+    ticket is its session's head when no live serialized ticket remains. A ticket with a deadline gets a new one,
+    as far from now as its submit asked.
     """
     with transaction.atomic():
         session_id = Ticket.objects.filter(pk=ticket_id).values_list("session_id", flat=True).first()
@@ -109,7 +113,8 @@ def ticket_requeue(*, ticket_id: str, grace_seconds: float, force: bool = False)
             UPDATE {TABLE} AS t SET status = 'queued', max_attempts = t.attempt + 1,
                    session_seq = line.last_seq + 1, is_head = t.serialized AND NOT line.occupied,
                    available_at = statement_timestamp(), locked_by = NULL, locked_at = NULL, completed_at = NULL,
-                   cancel_requested_at = NULL, updated_at = statement_timestamp()
+                   cancel_requested_at = NULL, updated_at = statement_timestamp(), held = false,
+                   expires_at = statement_timestamp() + t.ttl_seconds * interval '1 second'  -- a new deadline
             FROM line, old
             WHERE t.id = %s AND t.id = old.id  -- by its key (see _claim_ctes): its state is tested apart
               AND (SELECT t.status IN ('failed', 'cancelled') AND (%s OR NOT ({recent})))

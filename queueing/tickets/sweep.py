@@ -1,4 +1,5 @@
-"""The sweeper's changes: a stale running ticket failed, parked or cancelled; old terminal tickets pruned."""
+"""The sweeper's changes: a stale running ticket failed, parked or cancelled; a queued one past its deadline
+expired; old terminal tickets pruned."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from .. import router
 from ..models import TERMINAL, Ticket, TicketStatus
 from ..seam import Settlement, get_executor
 from ..transition_log import changed, pruned
-from ._sql import _seconds, _while, promote_next_head, session_lock
+from ._sql import TABLE, _seconds, _update_returning, _while, promote_next_head, session_lock
+from .fair import ticket_release_held
 
 SWEEP_ERROR = (
     "Worker lost and attempt budget exhausted; run was not re-executed. "
@@ -112,6 +114,48 @@ def ticket_cancel_stale(*, ticket_id: str, grace_seconds: float) -> bool:
         changed("sweep", run_id=ticket_id, status=TicketStatus.CANCELLED, **ticket)
         get_executor().settle(Settlement(str(ticket_id), ended["status"], ticket["attempt"], previous="running"))
         promote_next_head(ticket["session_id"])
+    return True
+
+
+EXPIRED = "expired after {seconds} s in the queue"
+
+
+def expired_text(ttl_seconds: float | None) -> str:
+    """The error (and the run's content) of a ticket that expired: its deadline's seconds, as the submit gave them."""
+    return EXPIRED.format(seconds=f"{ttl_seconds or 0:g}")
+
+
+def ticket_expire(*, ticket_id: str) -> bool:
+    """Sweep: a queued ticket past its deadline (`expires_at`) → cancelled with `expired after <N> s in the queue`,
+    whether it waited for a worker, for its user's turn or behind its session's head. It never started (a claim
+    clears the deadline), so its run ends CANCELLED at stage PENDING. Guarded on the deadline under the session
+    lock, so a claim at the same moment either started it (then the deadline is gone) or finds it cancelled; the
+    session's next ticket is released, and a place in the broker's line its user had, too.
+    """
+    with transaction.atomic():
+        ticket = Ticket.objects.filter(pk=ticket_id).values("session_id", "user_id", "ttl_seconds").first()
+        if ticket is None:
+            return False
+        session_lock(ticket["session_id"])
+        error = expired_text(ticket["ttl_seconds"])
+        row = _update_returning(
+            f"""
+            UPDATE {TABLE} SET status = 'cancelled', error = %s, is_head = false, held = false,
+                   completed_at = statement_timestamp(), updated_at = statement_timestamp()
+            WHERE id = %s AND (SELECT status = 'queued' AND expires_at <= statement_timestamp())  -- by its key
+            RETURNING attempt
+            """,
+            [error, ticket_id],
+        )
+        if row is None:
+            return False
+        changed(
+            "expire", run_id=ticket_id, session_id=ticket["session_id"], status=TicketStatus.CANCELLED, attempt=row[0]
+        )
+        settlement = Settlement(str(ticket_id), TicketStatus.CANCELLED, row[0], error, previous=TicketStatus.QUEUED)
+        get_executor().settle(settlement)
+        promote_next_head(ticket["session_id"])
+        ticket_release_held(user_id=ticket["user_id"])
     return True
 
 

@@ -62,6 +62,7 @@ def _ticket(submission: Submission, *, run_id: uuid.UUID) -> NewTicket:
         idempotency_key=submission.idempotency_key,
         idempotency_scope=submission.user_id or "",
         request_digest=submission.digest(),
+        ttl_seconds=submission.expires_in or conf.queue_ttl_seconds,
     )
 
 

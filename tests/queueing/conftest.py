@@ -171,6 +171,8 @@ def accept(
     outcomes: tuple[str, ...] = ("completed",),
     sleep: float = 0,
     max_queue_depth: int = 0,
+    user_id: str | None = None,
+    ttl_seconds: float | None = None,
 ) -> str:
     """Accept a fake job in a transaction of its own; returns its ticket id."""
     ticket_id = str(uuid.uuid4())
@@ -180,10 +182,11 @@ def accept(
             component_type="job",
             component_id="fake",
             session_id=session_id,
-            user_id=None,
+            user_id=user_id,
             payload={"outcomes": list(outcomes), "sleep": sleep},
             serialized=serialized,
             max_attempts=max_attempts,
+            ttl_seconds=ttl_seconds,
         )
         ticket_accept(ticket=ticket, max_queue_depth=max_queue_depth)
     return ticket_id
@@ -223,6 +226,15 @@ def session_id() -> str:
 
 
 BROKER_QUEUE = "agentos"
+# `GET /queue/stats` of a queue without a ticket: AgentOS' two fields, then fair share's (CONTRACT 17).
+EMPTY_STATS = {
+    "counts": {},
+    "oldest_queued_age_seconds": None,
+    "running_by_user": {},
+    "held_by_cap": 0,
+    "held_for_turn": 0,
+    "expired": 0,
+}
 
 
 def broker_messages(redis_db, queue: str = BROKER_QUEUE) -> list[dict]:

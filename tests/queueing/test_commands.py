@@ -22,7 +22,7 @@ from queueing.serializers import ticket_to_wire
 from queueing.tickets import ticket_cancel
 
 from ..conftest import ROOT, process_env
-from .conftest import accept, backdate, claim, ended, snapshot
+from .conftest import EMPTY_STATS, accept, backdate, claim, ended, snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -85,7 +85,7 @@ def test_queue_stats_on_an_empty_queue_says_nothing_runs_and_json_is_the_api_ans
     assert lines[-1] == "no ticket is running"
 
     answer = json.loads("\n".join(run("queue_stats", "--json")))
-    assert answer == queue_stats() == {"counts": {}, "oldest_queued_age_seconds": None}
+    assert answer == queue_stats() == EMPTY_STATS
 
 
 def test_queue_jobs_status_failed_is_the_dead_letter_list_newest_first(session_id):
@@ -250,6 +250,8 @@ def test_sweep_prints_one_line_per_step(session_id, redis_db):
         "stale leases parked back to paused            0",
         "stale leases queued again (work kept)         0",
         "stale leases cancelled (cancel asked)         0",
+        "queued runs expired (deadline passed)         0",
+        "held runs let in (their user had room)        0",
         "stale leases dispatched for a reclaim         0",
         "lost messages published again                 0",
         "terminal tickets pruned (past retention)      0",

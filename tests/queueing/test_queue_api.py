@@ -15,7 +15,7 @@ from queueing.tickets import ticket_cancel, ticket_retry
 from queueing.worker import worker_execute
 from tests.conftest import with_conf
 
-from .conftest import accept, backdate, claim, ended, finish, snapshot
+from .conftest import EMPTY_STATS, accept, backdate, claim, ended, finish, snapshot
 
 pytestmark = pytest.mark.django_db
 STATUSES = "('queued', 'running', 'completed', 'failed', 'cancelled', 'paused')"
@@ -333,7 +333,7 @@ def test_stats_count_the_statuses_present_only_and_the_oldest_queued_age(api, se
 def test_stats_of_an_empty_queue(api):
     Ticket.objects.all().delete()
 
-    assert api.get("/queue/stats").json() == {"counts": {}, "oldest_queued_age_seconds": None}
+    assert api.get("/queue/stats").json() == EMPTY_STATS
 
 
 @with_conf("queue", durable=False)

@@ -11,6 +11,8 @@ LABELS = {
     "parked": "stale leases parked back to paused",
     "resumed": "stale leases queued again (work kept)",
     "cancelled": "stale leases cancelled (cancel asked)",
+    "expired": "queued runs expired (deadline passed)",
+    "released": "held runs let in (their user had room)",
     "redispatched": "stale leases dispatched for a reclaim",
     "lost_messages": "lost messages published again",
     "pruned": "terminal tickets pruned (past retention)",
@@ -20,7 +22,7 @@ LABELS = {
 
 class Command(BaseCommand):
     help = (
-        "Run one sweeper pass (stale leases, lost messages, retention) and print what it did. "
+        "Run one sweeper pass (stale leases, deadlines, held runs, lost messages, retention) and print what it did. "
         "Exits 1 when a step raised (the log says which), so cron notices."
     )
 
