@@ -103,6 +103,9 @@ class TicketAdmin(RunIdSearchMixin, OperatedReadOnlyAdmin):
         "attempt",
         "max_attempts",
         "locked_by",
+        "user_id",
+        "held",
+        "deadline",
         "created_at",
         "completed_at",
         "short_error",
@@ -112,6 +115,11 @@ class TicketAdmin(RunIdSearchMixin, OperatedReadOnlyAdmin):
     search_help_text = "A run id (whole, or its first characters), or part of a session id."
     ordering = ("-created_at",)
     actions = ("requeue", "requeue_force", "cancel")
+
+    @admin.display(description="deadline", ordering="expires_at")
+    def deadline(self, ticket: Ticket):
+        """When a queued ticket expires unless started (CONTRACT 17); none once started."""
+        return ticket.expires_at
 
     @admin.display(description="error")
     def short_error(self, ticket: Ticket) -> str:

@@ -256,6 +256,24 @@ def _database_gauges():
     for worker, count in health.in_flight.items():
         in_flight.add_metric([worker], count)
     yield in_flight
+    fair = selectors.fair_share()
+    by_user = GaugeMetricFamily(
+        f"{PREFIX}user_runs_running",
+        f"Runs executing now, for the {selectors.TOP_USERS} users with the most",
+        labels=["user_id"],
+    )
+    for user_id, count in fair.running_by_user.items():
+        by_user.add_metric([user_id], count)
+    yield by_user
+    held = GaugeMetricFamily(
+        f"{PREFIX}runs_held",
+        "Queued runs that could start but wait for their user: at AGENTOS_MAX_RUNNING_PER_USER (cap), or for the "
+        "user's turn in the broker's line (turn)",
+        labels=["reason"],
+    )
+    held.add_metric(["cap"], fair.held_by_cap)
+    held.add_metric(["turn"], fair.held_for_turn)
+    yield held
 
 
 def exposition() -> bytes:

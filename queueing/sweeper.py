@@ -10,6 +10,7 @@ import dataclasses
 import datetime
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from django.db import close_old_connections, connection
@@ -175,17 +176,29 @@ def warn_if_autovacuum_off() -> bool:
     return off
 
 
+DEADLINE_SECONDS = 1.0  # the most a queued run outlives its deadline when the poll interval is longer
+
+
 def run_forever(conf: QueueSettings, stop: threading.Event) -> None:
-    """Sweep every `conf.poll_interval` seconds until `stop` is set; survives database and broker outages."""
+    """Sweep every `conf.poll_interval` seconds until `stop` is set, and expire the queued runs past their deadline
+    at least every DEADLINE_SECONDS in between; survives database and broker outages."""
     log.info("sweeper started interval=%ss grace=%ss", conf.poll_interval, conf.lock_grace_seconds)
     warn_if_autovacuum_off()
     while not stop.is_set():
-        try:
-            close_old_connections()
-            report = sweep_once(conf)
-            if any(dataclasses.astuple(report)):
-                log.info("sweep %s", report)
-        except Exception as error:
-            log.warning("sweep failed: %s", error)
-            connection.close()
-        stop.wait(conf.poll_interval)
+        _guarded(lambda: sweep_once(conf))
+        next_pass = time.monotonic() + conf.poll_interval
+        while not stop.wait(min(DEADLINE_SECONDS, max(0.0, next_pass - time.monotonic()))):
+            if time.monotonic() >= next_pass:
+                break
+            _guarded(lambda: SweepReport(expired=expire_due(SweepReport())))
+
+
+def _guarded(sweep: Callable[[], SweepReport]) -> None:
+    try:
+        close_old_connections()
+        report = sweep()
+        if any(dataclasses.astuple(report)):
+            log.info("sweep %s", report)
+    except Exception as error:
+        log.warning("sweep failed: %s", error)
+        connection.close()

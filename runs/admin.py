@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from queueing.admin import OperatedReadOnlyAdmin, RunIdSearchMixin, report_cancel
+from queueing.selectors import ticket_get
 
 from .models import AgentSession, Run, RunEvent, Step
 from .services.cancel import run_cancel_by_id
@@ -78,6 +79,13 @@ class RunAdmin(RunIdSearchMixin, OperatedReadOnlyAdmin):
     ordering = ("-created_at",)
     inlines = (StepInline, RunEventInline)
     actions = ("cancel",)
+    readonly_fields = ("queue_deadline",)
+
+    @admin.display(description="queue deadline")
+    def queue_deadline(self, run: Run):
+        """When the run expires unless started (CONTRACT 17): its ticket's deadline, while it is queued."""
+        ticket = ticket_get(ticket_id=str(run.pk))
+        return ticket.expires_at if ticket is not None and ticket.expires_at else "-"
 
     @admin.action(description="Cancel", permissions=["operate"])
     def cancel(self, request: HttpRequest, runs: QuerySet) -> None:

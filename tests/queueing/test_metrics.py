@@ -286,3 +286,23 @@ def test_metrics_answer_text_whatever_the_client_accepts(api):
 
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain; version=")
+
+
+@with_conf("queue", max_running_per_user=1, round_robin_window=1)
+def test_fair_share_shows_running_per_user_held_runs_and_expirations(api, redis_db):
+    before = scrape(api)
+    ana = [accept(session_id=f"fair-ana-{n}", user_id="ana") for n in range(3)]
+    claim(ana[0])
+    for n in range(3):
+        accept(session_id=f"fair-bo-{n}", user_id="bo")
+    late = accept(session_id="fair-late", ttl_seconds=5)
+    Ticket.objects.filter(pk=late).update(expires_at=Now())
+    sweep_once(current().queue)
+
+    after = scrape(api)
+
+    assert after[("agentos_user_runs_running", (("user_id", "ana"),))] == 1
+    assert ("agentos_user_runs_running", (("user_id", "bo"),)) not in after
+    assert after[("agentos_runs_held", (("reason", "cap"),))] == 2, "ana's two others"
+    assert after[("agentos_runs_held", (("reason", "turn"),))] == 2, "bo's second and third wait their turn"
+    assert moved(before, after, "agentos_runs_expired_total") == 1

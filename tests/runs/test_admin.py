@@ -282,3 +282,25 @@ def test_the_run_change_page_shows_its_journal_with_what_a_retry_replayed(operat
     assert shown == [("model", None, 1, 1), ("tool", "refund", 2, 0)]
     assert (steps.has_add_permission, steps.has_change_permission, steps.has_delete_permission) == (False,) * 3
     assert "Journal steps" in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_queued_runs_deadline_shows_on_its_page_and_in_the_ticket_list(operator, api):
+    response = api.post(
+        "/agents/stub-agent/runs",
+        {"message": "late sleep=0", "session_id": "admin-deadline", "background": "true", "stream": "false",
+         "expires_in": "90"},
+    )  # fmt: skip
+    run_id = response.json()["run_id"]
+    deadline = Ticket.objects.get(pk=run_id).expires_at
+
+    run_page = operator.get(f"/admin/runs/run/{run_id}/change/")
+    tickets = operator.get(TICKETS)
+
+    assert run_page.status_code == tickets.status_code == 200
+    assert "Queue deadline:" in run_page.content.decode()
+    assert run_page.context["adminform"].model_admin.queue_deadline(Run.objects.get(pk=run_id)) == deadline
+    assert "deadline" in tickets.context["cl"].list_display
+    assert tickets.context["cl"].model_admin.deadline(Ticket.objects.get(pk=run_id)) == deadline
+    assert worker_execute(ticket_id=run_id) is True
+    assert run_page.context["adminform"].model_admin.queue_deadline(Run.objects.get(pk=run_id)) == "-"

@@ -87,6 +87,31 @@ CASES = {
         lambda api: as_form(api, {**FORM, "metadata": "nope"}),
         field("metadata", "invalid", NOT_OBJECT, "nope"),
     ),
+    # CONTRACT 17
+    "expires_in zero": (
+        lambda api: as_form(api, {**FORM, "expires_in": "0"}),
+        field("expires_in", "range", "Value must be above 0 and at most 3.16224e+07 seconds", "0"),
+    ),
+    "expires_in negative": (
+        lambda api: as_json(api, {**BASE, "expires_in": -5}),
+        field("expires_in", "range", "Value must be above 0 and at most 3.16224e+07 seconds", -5),
+    ),
+    "expires_in beyond a year": (
+        lambda api: as_json(api, {**BASE, "expires_in": 1e12}),
+        field("expires_in", "range", "Value must be above 0 and at most 3.16224e+07 seconds", 1e12),
+    ),
+    "expires_in not a number": (
+        lambda api: as_form(api, {**FORM, "expires_in": "soon"}),
+        field("expires_in", "invalid", "Value is not a valid number of seconds", "soon"),
+    ),
+    "expires_in NaN": (
+        lambda api: as_form(api, {**FORM, "expires_in": "nan"}),
+        field("expires_in", "invalid", "Value is not a valid number of seconds", "nan"),
+    ),
+    "expires_in a boolean": (
+        lambda api: as_json(api, {**BASE, "expires_in": True}),
+        field("expires_in", "invalid", "Value is not a valid number of seconds", True),
+    ),
     "malformed JSON body": (
         lambda api: as_json(api, '{"message": "hi",'),
         json_invalid(
