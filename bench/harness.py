@@ -12,6 +12,7 @@ import statistics
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import requests
@@ -52,15 +53,17 @@ class Client:
             self.local.session = requests.Session()
         return self.local.session
 
-    def submit(self, session_id: str, message: str, agent: str = AGENT) -> tuple[str, float, float]:
-        """Submit a background run; returns (run_id, seconds the 202 took, wall-clock time it was sent)."""
+    def submit(
+        self, session_id: str, message: str, agent: str = AGENT, user_id: str | None = None
+    ) -> tuple[str, float, float]:
+        """Submit a background run (of `user_id`, if given); returns (run_id, seconds the 202 took, wall-clock time
+        it was sent)."""
         sent = time.time()
         started = time.perf_counter()
-        response = self.http.post(
-            f"{self.url}/agents/{agent}/runs",
-            data={"message": message, "session_id": session_id, "background": "true", "stream": "false"},
-            timeout=30,
-        )
+        data = {"message": message, "session_id": session_id, "background": "true", "stream": "false"}
+        if user_id is not None:
+            data["user_id"] = user_id
+        response = self.http.post(f"{self.url}/agents/{agent}/runs", data=data, timeout=30)
         elapsed = time.perf_counter() - started
         if response.status_code != 202:
             raise RuntimeError(f"submit answered {response.status_code}: {response.text[:200]}")
@@ -117,10 +120,12 @@ def submit_all(
     stream: bool = False,
     replicas: tuple = (),
     agent: str = AGENT,
+    users: Callable[[str], str | None] | None = None,
 ) -> list[tuple[str, str, float, float]]:
     """Submit (session, message) pairs to `agent` from `clients` threads, each session's runs in order on one
     thread (with `stream`, each run's stream read to its end before the session's next run is sent). With
-    `replicas` (more Clients of the same deployment), the sessions are spread over `client` and them in turn."""
+    `replicas` (more Clients of the same deployment), the sessions are spread over `client` and them in turn.
+    `users`: the user_id of each session's runs (none by default)."""
     by_session: dict[str, list[str]] = {}
     for session_id, message in plan:
         by_session.setdefault(session_id, []).append(message)
@@ -130,8 +135,10 @@ def submit_all(
     def one_session(item):
         session_id, messages = item
         server = place[session_id]
-        submit = server.submit_streamed if stream else server.submit
-        return [(session_id, *submit(session_id, message, agent)) for message in messages]
+        if stream:
+            return [(session_id, *server.submit_streamed(session_id, message, agent)) for message in messages]
+        user_id = users(session_id) if users else None
+        return [(session_id, *server.submit(session_id, message, agent, user_id)) for message in messages]
 
     with ThreadPoolExecutor(clients) as pool:
         return [row for rows in pool.map(one_session, by_session.items()) for row in rows]
@@ -234,16 +241,19 @@ def drain(
     replicas: tuple = (),
     agent: str = AGENT,
     serve: frozenset[int] | None = None,
+    users: int = 0,
 ) -> Drain:
     """Runs of `agent` per second from the first submit to the last completion (completion times as the server
     stored them). With `stream`, every run is submitted with `stream=true` and its stream read to the end; with
     `replicas`, the sessions are spread over them and `client`. With `serve` (`cpu.serve_pids`), the CPU figures
-    count no other serve's processes."""
+    count no other serve's processes. With `users`, the sessions belong to that many users in turn (else to
+    none)."""
     tag = uuid.uuid4().hex[:6]
     plan = [(f"drain-{tag}-{i % sessions}", f"run {i} sleep=0") for i in range(runs)]
+    owner = (lambda session_id: f"user-{int(session_id.rsplit('-', 1)[1]) % users}") if users else None
     before = client.busy()
     meter = cpu.Meter(serve=serve).start()
-    rows = submit_all(client, plan, clients, stream=stream, replicas=replicas, agent=agent)
+    rows = submit_all(client, plan, clients, stream=stream, replicas=replicas, agent=agent, users=owner)
     wait_idle(client, timeout=900, before=before)
     spent = meter.stop()
     first_sent = min(sent for _, _, _, sent in rows)

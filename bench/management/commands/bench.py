@@ -7,6 +7,7 @@ from bench import backlog as blocked_backlog
 from bench import cpu, growth, operations
 from bench.baseline import FloorServer
 from bench.demo import run_scenario
+from bench.fair import mix
 from bench.harness import AGENT, Client, Drain, Figure, accept_burst, drain, handoff, percentile
 from bench.hitl import continue_latencies
 from bench.journal import journaled, offered
@@ -30,6 +31,7 @@ SCENARIOS = (
     "hitl",
     "ops",
     "journal",
+    "fair",
 )
 CPU_KINDS = ("web", "worker", "sweeper", "postgres", "redis", "client")
 TOOLED_KINDS = (*CPU_KINDS, "model")
@@ -60,6 +62,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--model-port", type=int, default=7792, help="the fake model's port (scenario journal; bench/tooled.py)"
         )
+        parser.add_argument("--big", type=int, default=1000, help="the big user's runs (scenario fair)")
+        parser.add_argument("--small-users", type=int, default=50, help="users with a few runs each (scenario fair)")
+        parser.add_argument("--per-small", type=int, default=2, help="runs of each small user (scenario fair)")
+        parser.add_argument(
+            "--mix-sleep", type=float, default=0.2, help="seconds each run of the fair mix waits on its model"
+        )
 
     def handle(self, *args, url, repeats, scenario, clients, runs, sessions, backlog, unordered_url, **options):
         self.client = Client(url)
@@ -70,6 +78,7 @@ class Command(BaseCommand):
         self.growth_agent = options["growth_agent"]
         self.floor = not options["no_floor"]
         self.model_port = options["model_port"]
+        self.mix = {key: options[key] for key in ("big", "small_users", "per_small")} | {"sleep": options["mix_sleep"]}
         self.options = {"clients": clients, "runs": runs, "sessions": sessions}
         for name in scenario or SCENARIOS:
             if name == "order" and not unordered_url:
@@ -327,6 +336,33 @@ class Command(BaseCommand):
         return [
             Figure(f"{name} {state}", "runs/s", [d.rate for d in drains]),
             *_cpu_figures(f"per tooled run, journal {state}", drains, TOOLED_KINDS),
+        ]
+
+    def bench_fair(self, repeats, **_):
+        """The big-user/small-users mix (bench/fair.py): the small users' wait from their 202 to their run's start,
+        the big user's runs/s; then the drain with its sessions spread over `--sessions`/4 users, and its CPU per
+        run. Whether the server round robins and caps is its own settings': run it against each."""
+        mixes, drains = [], []
+        users = max(1, self.options["sessions"] // 4)
+        for _ in range(repeats):
+            operations.vacuum_hot_tables()
+            mixes.append(mix(self.client, clients=self.options["clients"], **self.mix))
+            operations.vacuum_hot_tables()
+            drains.append(drain(self.client, users=users, **self.options, serve=cpu.serve_pids(self.client.url)))
+        big, small = self.mix["big"], f"{self.mix['small_users']}x{self.mix['per_small']}"
+        name = f"fair mix {big} + {small}, sleep={self.mix['sleep']:g}"
+        drained = f"drain {self.options['runs']} runs / {self.options['sessions']} sessions / {users} users"
+        return [
+            Figure(f"{name}: small users' wait p50", "ms", [m.small_wait_p50 for m in mixes]),
+            Figure(f"{name}: small users' wait p99", "ms", [m.small_wait_p99 for m in mixes]),
+            Figure(f"{name}: big user's rate", "runs/s", [m.big_rate for m in mixes]),
+            Figure(
+                f"{name}: big runs started while small ones waited",
+                "runs",
+                [m.big_started_meanwhile for m in mixes],
+            ),
+            Figure(drained, "runs/s", [d.rate for d in drains]),
+            *_cpu_figures(f"per run, {drained}", drains),
         ]
 
 
