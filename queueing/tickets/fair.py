@@ -85,11 +85,14 @@ def room(user: str, *, starting: int = 0, besides: str = "NULL") -> str:
 def let_in(user: str, limit: str, *, condition: str = "true", returning: str = "h.id") -> str:
     """SQL: an UPDATE letting in up to `limit` (an SQL expression) of the user's held tickets, oldest first, when
     `condition` holds; it returns `returning` of each. `limit` (the user's room: counts) is worked out only when the
-    user has a held ticket, as the filter of the first one found. A held ticket two of them pick is let in by one.
+    user has a held ticket, as the filter of the first one found. The numbering's frame is ROWS: with the default
+    (RANGE) PostgreSQL 15 reads all of the user's held tickets to number the first. A held ticket two of them pick
+    is let in by one.
     It leaves `updated_at` alone: that is when the ticket last moved in its session (a hand-off's start)."""
     return f"""
         UPDATE {TABLE} AS h SET held = false
-        WHERE h.id IN (SELECT n.id FROM (SELECT n.id, row_number() OVER (ORDER BY n.created_at) AS place
+        WHERE h.id IN (SELECT n.id FROM (SELECT n.id, row_number() OVER (ORDER BY n.created_at ROWS UNBOUNDED
+                                                                          PRECEDING) AS place
                                          FROM {TABLE} AS n WHERE n.user_id = {user} AND n.turn = {HELD}
                                          ORDER BY n.created_at LIMIT %(turns)s) AS n
                        WHERE n.place <= {limit})
