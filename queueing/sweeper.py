@@ -23,14 +23,13 @@ from . import router
 from .models import Ticket, TicketStatus
 from .seam import get_executor
 from .tickets import (
-    held_users,
     ticket_cancel_stale,
     ticket_expire,
     ticket_fail_stale,
     ticket_note_dispatch,
     ticket_park_stale,
     ticket_prune,
-    ticket_release_held,
+    ticket_release_all_held,
     ticket_resume_stale,
 )
 
@@ -127,10 +126,7 @@ def expire_due(report: SweepReport) -> int:
 def release_held(report: SweepReport) -> int:
     """Let in the held tickets whose users have room that the claims and ends of their runs did not let in (a
     cancel, a sweep, a race of an accept with a claim); how many."""
-    released = 0
-    for user_id in held_users():
-        released += len(_step(report, "release", user_id, lambda u=user_id: ticket_release_held(user_id=u)) or ())
-    return released
+    return len(_step(report, "release", "(all held)", ticket_release_all_held) or ())
 
 
 def _redispatch(ticket_id) -> bool:

@@ -46,7 +46,7 @@ from ._sql import _PROMOTE, _SESSION_LOCK, TABLE, promote_next_head, session_loc
 from .accept import ticket_accept
 from .claim import _claim_statement, ticket_claim, ticket_heartbeat, ticket_note_dispatch, ticket_owned
 from .depth import _DEPTH_LOCK, _SHARED_DEPTH_LOCK, DEPTH_LOCK, EXACT, FAST
-from .fair import held_users, ticket_release_held
+from .fair import ticket_release_all_held, ticket_release_held
 from .finish import (
     _FINISH,
     _SETTLE_BEGIN,
@@ -77,7 +77,6 @@ __all__ = [
     "Finished",
     "RequeueResult",
     "expired_text",
-    "held_users",
     "promote_next_head",
     "session_lock",
     "statements",
@@ -95,6 +94,7 @@ __all__ = [
     "ticket_owned",
     "ticket_park_stale",
     "ticket_prune",
+    "ticket_release_all_held",
     "ticket_release_held",
     "ticket_requeue",
     "ticket_resume_stale",

@@ -15,7 +15,7 @@ against: with JWT every run has one, the token's subject). Two rules, both kept 
   the user): it only orders the broker's line; the cap is exact.
 
 A held ticket is let in when its user has room (`room`): at the claim of one of its tickets, at the end of one
-(with the cap), and by the sweeper's pass for whatever those missed (`ticket_release_held`). So a held ticket
+(with the cap), and by the sweeper's pass for whatever those missed (`ticket_release_all_held`). So a held ticket
 never waits on a message that is not coming.
 """
 
@@ -132,11 +132,40 @@ def ticket_release_held(*, user_id: str | None = None, owner_of: str | None = No
     return released
 
 
-def held_users() -> list[str]:
-    """The users with a held ticket: those the sweeper's pass looks at."""
+# Every user's held tickets it has room for, in one statement: the sweeper's pass. The users with a held ticket are
+# found one after the other through `ticket_user_turn` (a skip scan: one probe per such user, however many tickets
+# each holds), not by reading every held ticket; each one's room is counted once.
+_RELEASE_ALL = Prepared(
+    "agentos_release_all_held",
+    f"""
+    WITH RECURSIVE u AS (
+        (SELECT user_id FROM {TABLE} WHERE turn = {HELD} ORDER BY user_id LIMIT 1)
+        UNION ALL
+        SELECT (SELECT n.user_id FROM {TABLE} AS n WHERE n.turn = {HELD} AND n.user_id > u.user_id
+                ORDER BY n.user_id LIMIT 1)
+        FROM u WHERE u.user_id IS NOT NULL)
+    UPDATE {TABLE} AS h SET held = false
+    WHERE h.id IN (SELECT n.id FROM (SELECT user_id FROM u WHERE user_id IS NOT NULL) AS u
+                   CROSS JOIN LATERAL (SELECT n.id FROM {TABLE} AS n WHERE n.user_id = u.user_id AND n.turn = {HELD}
+                                       ORDER BY n.created_at LIMIT greatest(0, {room("u.user_id")})) AS n)
+      AND (SELECT h.turn = {HELD})  -- by its key: re-read if another let it in meanwhile
+    RETURNING h.id
+    """,
+    FAIR_TYPES,
+)
+
+
+def ticket_release_all_held() -> list[str]:
+    """Let in the held tickets of every user that has room for them (what the claims, the ends of runs and the
+    cancels did not), publishing them once the transaction commits; their ids."""
+    if not enabled():
+        return []
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT DISTINCT user_id FROM {TABLE} WHERE turn = {HELD}")
-        return [row[0] for row in cursor.fetchall()]
+        cursor.execute(*_RELEASE_ALL.call(policy()))
+        released = [str(row[0]) for row in cursor.fetchall()]
+    for ticket_id in released:
+        router.on_commit(ticket_id)
+    return released
 
 
 USER_LOCK_SPACE = 8  # the user locks' two-int advisory key space, apart from the depth gate's (7, 1)

@@ -164,6 +164,22 @@ def test_the_sweeper_lets_in_what_the_claims_missed(redis_db):
     assert _published(redis_db)[-1] == big[2]
 
 
+@with_conf("queue", round_robin_window=2, max_running_per_user=0)
+def test_the_sweeper_lets_in_each_users_oldest_held_tickets_as_far_as_its_room_goes(redis_db):
+    two_gone, one_gone, none_gone = _accepts("two-gone", 4), _accepts("one-gone", 5), _accepts("none-gone", 3)
+    gone = [*two_gone[:2], one_gone[0]]
+    Ticket.objects.filter(pk__in=gone).update(status="cancelled", is_head=False)  # as races would leave them
+    redis_db.flushdb()
+
+    report = sweep_once(current().queue)
+
+    assert report.released == 3
+    assert _held(two_gone[2:]) == [False, False]
+    assert _held(one_gone[1:]) == [False, False, True, True], "one place: the oldest held ticket takes it"
+    assert _held(none_gone) == [False, False, True]
+    assert sorted(_published(redis_db)) == sorted([*two_gone[2:], one_gone[2]])
+
+
 def test_the_sweeper_does_not_publish_a_held_ticket_as_a_lost_message(redis_db):
     with with_conf("queue", round_robin_window=1, max_running_per_user=0):
         big = _accepts("lost", 2)

@@ -104,6 +104,29 @@ def test_a_claim_reads_a_few_pages_however_many_tickets_are_claimable():
     assert hand_off < FEW_PAGES, f"the hand-off claim read {hand_off} pages"
 
 
+def test_fair_share_reads_a_few_pages_however_many_tickets_its_user_and_others_have():
+    """With the cap and the round robin on, a claim also counts its user's running and waiting tickets, marks its
+    ticket held or lets in the user's oldest held one; the sweeper's pass finds the users with a held ticket: each
+    through `ticket_user_turn`, never a scan of the claimable, held or running tickets of every user."""
+    _statistics_of_finished_tickets_only()
+    mine = _tickets(CLAIMABLE, status="queued", is_head=True, user_id="big")
+    Ticket.objects.filter(pk__in=mine[10:]).update(held=True)
+    _tickets(CLAIMABLE, status="running", is_head=True, user_id="others")
+    _tickets(CLAIMABLE, status="running", is_head=True, user_id="a-running-one")  # before the others, none held
+    _tickets(CLAIMABLE, status="queued", is_head=True, user_id="others", held=True)
+    _tickets(10, status="queued", is_head=True, user_id="others")  # no room: what is read, not what is written
+    values = {"ticket_id": mine[0], "worker_id": "w1", "grace": 60.0, "cap": 4, "window": 8, "turns": 9}
+
+    claim = _pages_read(tickets.statements()["claim_fair"], values)
+
+    # Eight lookups by a key (38 pages here) where the plain claim makes three: a scan of one kind's 3,000 adds 67.
+    assert claim < FEW_PAGES + 20, f"the fair claim read {claim} pages"
+    _, measured = _statements_measured(lambda: tickets.ticket_release_held(user_id="big"))
+    assert _many_pages(measured) == []
+    _, measured = _statements_measured(tickets.ticket_release_all_held)
+    assert _many_pages(measured) == [], "the sweeper's pass finds the users with a held ticket, not every held one"
+
+
 def test_a_finish_reads_a_few_pages_however_many_tickets_are_live():
     ids = _claimable_tickets(CLAIMABLE)
     Ticket.objects.filter(pk=ids[-1]).update(status="running", locked_by="w1", attempt=1)
