@@ -31,6 +31,7 @@ def test_requests_validated_one_after_another_on_one_thread_do_not_see_each_othe
         "background": False,
         "session_state": None,
         "metadata": None,
+        "expires_in": None,
     }
 
 
