@@ -242,14 +242,15 @@ def drain(
     agent: str = AGENT,
     serve: frozenset[int] | None = None,
     users: int = 0,
+    sleep: float = 0.0,
 ) -> Drain:
     """Runs of `agent` per second from the first submit to the last completion (completion times as the server
     stored them). With `stream`, every run is submitted with `stream=true` and its stream read to the end; with
     `replicas`, the sessions are spread over them and `client`. With `serve` (`cpu.serve_pids`), the CPU figures
     count no other serve's processes. With `users`, the sessions belong to that many users in turn (else to
-    none)."""
+    none). `sleep`: the seconds each run's model call waits."""
     tag = uuid.uuid4().hex[:6]
-    plan = [(f"drain-{tag}-{i % sessions}", f"run {i} sleep=0") for i in range(runs)]
+    plan = [(f"drain-{tag}-{i % sessions}", f"run {i} sleep={sleep:g}") for i in range(runs)]
     owner = (lambda session_id: f"user-{int(session_id.rsplit('-', 1)[1]) % users}") if users else None
     before = client.busy()
     meter = cpu.Meter(serve=serve).start()

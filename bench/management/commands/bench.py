@@ -10,6 +10,7 @@ from bench.demo import run_scenario
 from bench.fair import mix
 from bench.harness import AGENT, Client, Drain, Figure, accept_burst, drain, handoff, percentile
 from bench.hitl import continue_latencies
+from bench.inflight import inflight
 from bench.journal import journaled, offered
 from bench.replica import ReplicaServer, missing_environment
 from bench.streams import cancel_times, delivery_delays
@@ -32,6 +33,7 @@ SCENARIOS = (
     "ops",
     "journal",
     "fair",
+    "inflight",
 )
 CPU_KINDS = ("web", "worker", "sweeper", "postgres", "redis", "client")
 TOOLED_KINDS = (*CPU_KINDS, "model")
@@ -68,6 +70,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--mix-sleep", type=float, default=0.2, help="seconds each run of the fair mix waits on its model"
         )
+        parser.add_argument(
+            "--inflight-runs", type=int, default=1000, help="runs in flight at once (scenario inflight)"
+        )
+        parser.add_argument(
+            "--inflight-sleep", type=float, default=3.0, help="seconds each in-flight run waits on its model"
+        )
 
     def handle(self, *args, url, repeats, scenario, clients, runs, sessions, backlog, unordered_url, **options):
         self.client = Client(url)
@@ -80,6 +88,7 @@ class Command(BaseCommand):
         self.model_port = options["model_port"]
         self.mix = {key: options[key] for key in ("big", "small_users", "per_small")} | {"sleep": options["mix_sleep"]}
         self.options = {"clients": clients, "runs": runs, "sessions": sessions}
+        self.inflight = {"runs": options["inflight_runs"], "sleep": options["inflight_sleep"]}
         for name in scenario or SCENARIOS:
             if name == "order" and not unordered_url:
                 self.stdout.write("order: skipped (needs --unordered-url)")
@@ -363,6 +372,33 @@ class Command(BaseCommand):
             ),
             Figure(drained, "runs/s", [d.rate for d in drains]),
             *_cpu_figures(f"per run, {drained}", drains),
+        ]
+
+    def bench_inflight(self, repeats, **_):
+        """N runs of an S-second model call on N sessions against the same N runs with `sleep=0` (bench/inflight.py):
+        the efficiency, and the worker's highest memory, threads and database connections meanwhile."""
+        measured = []
+        for _ in range(repeats):
+            operations.vacuum_hot_tables()
+            measured.append(
+                inflight(
+                    self.client,
+                    clients=self.options["clients"],
+                    database_port=int(connection.settings_dict["PORT"] or 5432),
+                    **self.inflight,
+                )
+            )
+        name = f"inflight {self.inflight['runs']} runs, sleep={self.inflight['sleep']:g}"
+        return [
+            Figure(f"{name}: T(sleep=0)", "s", [m.seconds_idle_model for m in measured]),
+            Figure(f"{name}: T(sleep=S)", "s", [m.seconds for m in measured]),
+            Figure(f"{name}: efficiency (T0 + S) / T", "", [m.efficiency for m in measured]),
+            Figure(f"{name}: worker RSS, highest", "MB", [m.peaks.rss_mb for m in measured]),
+            Figure(f"{name}: worker threads, highest", "", [m.peaks.threads for m in measured]),
+            Figure(
+                f"{name}: worker database connections, highest", "", [m.peaks.database_connections for m in measured]
+            ),
+            *_cpu_figures(f"per run, {name}", measured),
         ]
 
 
