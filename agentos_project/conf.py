@@ -266,13 +266,21 @@ def _queue(env: _Reader) -> QueueSettings:
     )
 
 
+def seconds_text(seconds: float) -> str:
+    """Seconds as a person wrote them: 2592000, 0.5, 123456.7 (not 2.592e+06 or 123457)."""
+    seconds = float(seconds)
+    return str(int(seconds)) if seconds.is_integer() else repr(seconds)
+
+
 MAX_TTL_SECONDS = 366 * 86400.0  # a year: a queued run's deadline further away than that is a mistake
 
 
 def _ttl(env: _Reader) -> float | None:
     ttl = env.number("AGENTOS_QUEUE_TTL_SECONDS", None, minimum=0)
     if ttl is not None and ttl > MAX_TTL_SECONDS:
-        raise ConfigError(f"AGENTOS_QUEUE_TTL_SECONDS must be <= {MAX_TTL_SECONDS:g} (got {ttl:g})")
+        raise ConfigError(
+            f"AGENTOS_QUEUE_TTL_SECONDS must be <= {seconds_text(MAX_TTL_SECONDS)} (got {seconds_text(ttl)})"
+        )
     return ttl or None  # 0: off
 
 

@@ -177,7 +177,7 @@ DEADLINE_SECONDS = 1.0  # the most a queued run outlives its deadline when the p
 
 def run_forever(conf: QueueSettings, stop: threading.Event) -> None:
     """Sweep every `conf.poll_interval` seconds until `stop` is set, and expire the queued runs past their deadline
-    at least every DEADLINE_SECONDS in between; survives database and broker outages."""
+    and let in held runs at least every DEADLINE_SECONDS in between; survives database and broker outages."""
     log.info("sweeper started interval=%ss grace=%ss", conf.poll_interval, conf.lock_grace_seconds)
     warn_if_autovacuum_off()
     while not stop.is_set():
@@ -186,7 +186,17 @@ def run_forever(conf: QueueSettings, stop: threading.Event) -> None:
         while not stop.wait(min(DEADLINE_SECONDS, max(0.0, next_pass - time.monotonic()))):
             if time.monotonic() >= next_pass:
                 break
-            _guarded(lambda: SweepReport(expired=expire_due(SweepReport())))
+            _guarded(_deadlines_and_turns)
+
+
+def _deadlines_and_turns() -> SweepReport:
+    """What the sweeper does every DEADLINE_SECONDS between its passes: expire the runs past their deadline, and
+    let in the held runs whose users have room (a claim and a finish at the same moment can each leave that to
+    the other)."""
+    report = SweepReport()
+    report.expired = expire_due(report)
+    report.released = release_held(report)
+    return report
 
 
 def _guarded(sweep: Callable[[], SweepReport]) -> None:

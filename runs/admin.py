@@ -85,7 +85,8 @@ class RunAdmin(RunIdSearchMixin, OperatedReadOnlyAdmin):
     def queue_deadline(self, run: Run):
         """When the run expires unless started (CONTRACT 17): its ticket's deadline, while it is queued."""
         ticket = ticket_get(ticket_id=str(run.pk))
-        return ticket.expires_at if ticket is not None and ticket.expires_at else "-"
+        queued = ticket is not None and ticket.status == "queued"
+        return ticket.expires_at if queued and ticket.expires_at else "-"
 
     @admin.action(description="Cancel", permissions=["operate"])
     def cancel(self, request: HttpRequest, runs: QuerySet) -> None:

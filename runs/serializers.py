@@ -16,7 +16,7 @@ from rest_framework import serializers
 from rest_framework.fields import empty
 from rest_framework.utils import html
 
-from agentos_project.conf import MAX_TTL_SECONDS
+from agentos_project.conf import MAX_TTL_SECONDS, seconds_text
 from agentos_project.validation import ReusedFields
 from agentos_project.validation import validated as validate_request
 
@@ -73,14 +73,14 @@ class JSONObjectField(_JSONField):
         return super().to_internal_value(data)
 
 
-@extend_schema_field({"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TTL_SECONDS})
+@extend_schema_field({"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": MAX_TTL_SECONDS})
 class DeadlineField(serializers.Field):
     """Seconds a queued run may wait for its start (`expires_in`, CONTRACT 17): a number above 0, at most a year;
     a blank form value or a JSON `null` is None (the default deadline, if any)."""
 
     default_error_messages = {
         "invalid": "Value is not a valid number of seconds",
-        "range": f"Value must be above 0 and at most {MAX_TTL_SECONDS:g} seconds",
+        "range": f"Value must be above 0 and at most {seconds_text(MAX_TTL_SECONDS)} seconds",
     }
 
     def to_internal_value(self, data):
@@ -90,7 +90,7 @@ class DeadlineField(serializers.Field):
             self.fail("invalid")
         try:
             seconds = float(data)
-        except ValueError:
+        except (ValueError, OverflowError):  # a JSON integer of 400 digits is an int float() cannot hold
             self.fail("invalid")
         if not math.isfinite(seconds):
             self.fail("invalid")

@@ -36,7 +36,7 @@ def ticket_cancel(*, ticket_id: str, error: str, paused_error: str | None = None
             UPDATE {TABLE} AS t SET
                    status = CASE old.status WHEN 'running' THEN 'running' ELSE 'cancelled' END,
                    error = CASE old.status WHEN 'running' THEN t.error WHEN 'paused' THEN %s ELSE %s END,
-                   is_head = t.is_head AND old.status = 'running',
+                   is_head = t.is_head AND old.status = 'running', held = false,
                    cancel_requested_at = CASE old.status WHEN 'running'
                                          THEN coalesce(t.cancel_requested_at, statement_timestamp()) END,
                    completed_at = CASE WHEN old.status <> 'running' THEN statement_timestamp() END,

@@ -7,6 +7,8 @@ from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
+from agentos_project.conf import seconds_text
+
 from .. import router
 from ..models import TERMINAL, Ticket, TicketStatus
 from ..seam import Settlement, get_executor
@@ -122,7 +124,7 @@ EXPIRED = "expired after {seconds} s in the queue"
 
 def expired_text(ttl_seconds: float | None) -> str:
     """The error (and the run's content) of a ticket that expired: its deadline's seconds, as the submit gave them."""
-    return EXPIRED.format(seconds=f"{ttl_seconds or 0:g}")
+    return EXPIRED.format(seconds=seconds_text(ttl_seconds or 0))
 
 
 def ticket_expire(*, ticket_id: str) -> bool:

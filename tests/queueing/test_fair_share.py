@@ -180,6 +180,19 @@ def test_the_sweeper_lets_in_each_users_oldest_held_tickets_as_far_as_its_room_g
     assert sorted(_published(redis_db)) == sorted([*two_gone[2:], one_gone[2]])
 
 
+def test_held_tickets_are_let_in_once_both_rules_are_turned_off(redis_db):
+    with with_conf("queue", round_robin_window=1, max_running_per_user=0):
+        held = _accepts("turned-off", 3)
+    assert _held(held) == [False, True, True]
+
+    with with_conf("queue", round_robin_window=0, max_running_per_user=0):
+        report = sweep_once(current().queue)
+
+    assert report.released == 2
+    assert _held(held) == [False, False, False]
+    assert _published(redis_db)[-2:] == held[1:]
+
+
 def test_the_sweeper_does_not_publish_a_held_ticket_as_a_lost_message(redis_db):
     with with_conf("queue", round_robin_window=1, max_running_per_user=0):
         big = _accepts("lost", 2)
@@ -195,6 +208,15 @@ def test_the_sweeper_does_not_publish_a_held_ticket_as_a_lost_message(redis_db):
 
 
 # Deadlines.
+
+
+def test_the_expiry_text_gives_the_seconds_as_written():
+    assert [tickets.expired_text(s) for s in (2592000, 0.5, 123456.7, 30.0)] == [
+        "expired after 2592000 s in the queue",
+        "expired after 0.5 s in the queue",
+        "expired after 123456.7 s in the queue",
+        "expired after 30 s in the queue",
+    ]
 
 
 def test_a_queued_ticket_past_its_deadline_is_never_claimed_and_the_sweeper_expires_it(executor, redis_db):
@@ -239,6 +261,7 @@ def test_a_started_ticket_never_expires(executor):
     owner = claim(ticket_id)
 
     assert snapshot(ticket_id)["expires_at"] is None
+    Ticket.objects.filter(pk=ticket_id).update(expires_at=Now())  # as if a deadline had been left on it
     assert not tickets.ticket_expire(ticket_id=ticket_id)
     finish(owner, "completed")
     assert snapshot(ticket_id)["status"] == "completed"
