@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 from .steps import Journal
 
+WOKEN_CHECK_SECONDS = 1.0
+
 
 class PermanentRunError(Exception):
     """An input error (bad tool arguments, an unknown tool, validation): retrying cannot help."""
@@ -29,6 +31,10 @@ class RunContext:
     clock: Callable[[], float] = time.monotonic
     # Where the leg's model calls and tool calls are kept as they complete, and replayed from on a later attempt.
     journal: Journal = dataclasses.field(default_factory=Journal)
+    # Set when the run must stop (a cancel, a shutdown's interrupt): `wait` sleeps on it rather than waking every
+    # `step` to ask `cancelled`, so a thousand runs waiting cost no CPU. What sets no event (the run's timeout) is
+    # asked every WOKEN_CHECK_SECONDS.
+    woken: threading.Event | None = None
 
     def wait(self, seconds: float, *, step: float = 0.05) -> bool:
         """Sleep up to `seconds`, waking early when cancelled; True means the run was cancelled."""
@@ -40,7 +46,10 @@ class RunContext:
             left = deadline - self.clock()
             if left <= 0:
                 return False
-            idle.wait(min(step, left))
+            if self.woken is not None and not self.woken.is_set():
+                self.woken.wait(min(WOKEN_CHECK_SECONDS, left))
+            else:
+                idle.wait(min(step, left))
 
 
 @dataclasses.dataclass

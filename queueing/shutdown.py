@@ -31,6 +31,8 @@ class _State:
     draining = threading.Event()
     interrupted = threading.Event()
     before_exit: list[Callable[[], object]] = []
+    wakes: set[threading.Event] = set()  # what running attempts sleep on: set at the interrupt
+    wakes_lock = threading.Lock()
 
 
 def before_exit(flush: Callable[[], object]) -> None:
@@ -52,6 +54,29 @@ def draining_meanwhile() -> Iterator[None]:
         yield
     finally:
         _State.draining.clear()
+
+
+@contextlib.contextmanager
+def woken_at_interrupt(event: threading.Event) -> Iterator[threading.Event]:
+    """Inside the block, the interrupt (the drain window closing) sets `event`: an attempt sleeping on it stops at
+    once rather than at its next look at `interrupted()`."""
+    with _State.wakes_lock:
+        _State.wakes.add(event)
+    if interrupted():
+        event.set()
+    try:
+        yield event
+    finally:
+        with _State.wakes_lock:
+            _State.wakes.discard(event)
+
+
+def _interrupt() -> None:
+    _State.interrupted.set()
+    with _State.wakes_lock:
+        wakes = list(_State.wakes)
+    for event in wakes:
+        event.set()
 
 
 def interrupted() -> bool:
@@ -76,7 +101,7 @@ def begin(*, active_claims, settle, exit_process=os._exit) -> threading.Thread:
         if not active_claims.snapshot():
             return
         log.warning("drain window closed; interrupting %d running attempt(s)", len(active_claims.snapshot()))
-        _State.interrupted.set()
+        _interrupt()
         deadline = time.monotonic() + min(2.0, max(0.0, conf.lock_grace_seconds - conf.stop_timeout_seconds - 0.5))
         while active_claims.snapshot() and time.monotonic() < deadline:
             time.sleep(0.05)

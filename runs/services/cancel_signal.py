@@ -79,8 +79,9 @@ class Watcher:
         self._stopping.set()
 
     @contextlib.contextmanager
-    def watch(self, run_id, *, look_up: bool = True):
-        """While the block runs, `flag.is_set()` (the yielded flag) says whether `run_id` was asked to stop.
+    def watch(self, run_id, *, look_up: bool = True, wake: threading.Event | None = None):
+        """While the block runs, `flag.is_set()` (the yielded flag) says whether `run_id` was asked to stop; a
+        cancel sets `wake` too (what the run sleeps on, set by other causes as well).
 
         A cancel asked before the block began is looked up in Redis; `look_up=False` spares that round trip for a
         caller that reads the run's row (its `cancel_requested_at`, marked before the intent is announced) inside
@@ -88,17 +89,19 @@ class Watcher:
         """
         run_id = str(run_id)
         flag = threading.Event()
+        watched = {flag} if wake is None else {flag, wake}
         self._ensure_thread()
         with self._lock:
-            self._flags.setdefault(run_id, set()).add(flag)
+            self._flags.setdefault(run_id, set()).update(watched)
         if look_up and cancel_requested(run_id):
-            flag.set()
+            for event in watched:
+                event.set()
         try:
             yield flag
         finally:
             with self._lock:
                 flags = self._flags.get(run_id, set())
-                flags.discard(flag)
+                flags.difference_update(watched)
                 if not flags:
                     self._flags.pop(run_id, None)
 

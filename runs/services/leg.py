@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable
 
@@ -59,6 +60,7 @@ def _context(
     inputs: tuple[dict, list[dict]],
     cancelled: Callable[[], bool],
     journal: Unjournaled | RunJournal,
+    woken: threading.Event | None,
 ) -> RunContext:
     """What the component sees of the run: its session's state and history, where its events go, and checks."""
     state, history = inputs
@@ -72,6 +74,7 @@ def _context(
         emit=sink.emit,
         cancelled=cancelled,
         journal=journal,
+        woken=woken,
     )
 
 
@@ -93,13 +96,14 @@ def run_leg(
     timeout_seconds: float | None,
     cancelled: Callable[[], bool] = lambda: False,
     inputs: tuple[dict, list[dict]] | None = None,
+    woken: threading.Event | None = None,
 ) -> LegResult:
     """Run `run`'s component once, from its input (or its paused state), with the session's history.
 
     Outside any transaction: what writes here is the leg's step journal (`journal.RunJournal`), each step in a
     statement of its own as it completes; events go live to Redis. A timeout becomes an error `Run exceeded
     timeout_seconds=N`. `inputs`, the session's state and history window when the caller read them with the run
-    (`run_for_leg`), saves reading them.
+    (`run_for_leg`), saves reading them. `woken`: set when `cancelled` turns true, for the component to sleep on.
     """
     sink = EventSink(run, attempt, first_event_index(run, leg=True))
     try:
@@ -117,7 +121,13 @@ def run_leg(
     deadline = time.monotonic() + timeout_seconds if timeout_seconds else None
     timed_out = lambda: deadline is not None and time.monotonic() > deadline  # noqa: E731
     ctx = _context(
-        run, sink, attempt=attempt, inputs=inputs, cancelled=lambda: timed_out() or cancelled(), journal=journal
+        run,
+        sink,
+        attempt=attempt,
+        inputs=inputs,
+        cancelled=lambda: timed_out() or cancelled(),
+        journal=journal,
+        woken=woken,
     )
     request = RunRequest(message=run.input_content, run_messages=run.run_messages, decided_tools=run.continued_tools)
     started = time.monotonic()

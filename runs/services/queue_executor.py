@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+
 from agentos_project.conf import current
 from agents_registry.registry import ComponentNotFound, registry
 from queueing.models import TicketStatus
 from queueing.seam import Claim, Outcome, Settlement, SettleStatements
-from queueing.shutdown import INTERRUPTED, interrupted, interrupted_outcome
+from queueing.shutdown import INTERRUPTED, interrupted, interrupted_outcome, woken_at_interrupt
 
 from ..jsonsafe import storable_text
 from ..models import RUN_STATUS_OF_TICKET, CancellationStage, RunStatus
@@ -45,20 +47,23 @@ class RunExecutor:
     def execute(self, claim: Claim) -> Outcome:
         """Run one leg of the claimed run; nothing is written until the ticket settles."""
         # Watched before the row is read: a cancel marked after the read is announced to the watch, one marked
-        # before it shows in the row.
-        with watcher.watch(claim.ticket_id, look_up=False) as cancel:
+        # before it shows in the row. The leg sleeps on `wake`, set by a cancel or by the shutdown's interrupt.
+        wake = threading.Event()
+        with watcher.watch(claim.ticket_id, look_up=False, wake=wake) as cancel, woken_at_interrupt(wake):
             found = run_for_leg(run_id=claim.ticket_id, attempt=claim.attempt, window=_window(claim))
             if found is None:
                 return Outcome(TicketStatus.FAILED, error=FENCED)
             run, state, history = found
             if run.cancel_requested_at is not None:
                 cancel.set()
+                wake.set()
             leg = run_leg(
                 run,
                 attempt=claim.attempt,
                 timeout_seconds=current().queue.timeout_seconds,
                 cancelled=lambda: cancel.is_set() or interrupted(),
                 inputs=(state, history),
+                woken=wake,
             )
         stopped = leg.result is None or leg.result.status == leg.result.CANCELLED
         if stopped and interrupted() and not cancel.is_set():

@@ -100,9 +100,8 @@ def run_execute_unqueued(*, run_id) -> None:
     try:
         run = Run.objects.get(pk=run_id)
         with cancel_signal.watcher.watch(run_id) as cancel:
-            leg = run_leg(
-                run, attempt=run.attempt, timeout_seconds=current().queue.timeout_seconds, cancelled=cancel.is_set
-            )
+            timeout = current().queue.timeout_seconds
+            leg = run_leg(run, attempt=run.attempt, timeout_seconds=timeout, cancelled=cancel.is_set, woken=cancel)
         with transaction.atomic():
             # The row locked first: a cancel asked until now is seen here, one asked later finds the run ended.
             asked = Run.objects.select_for_update().values_list("cancel_requested_at", flat=True).get(pk=run_id)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import pytest
 
+from queueing import shutdown
 from runs.services import cancel_signal
 from tests.conftest import wait_until
 
@@ -40,6 +42,22 @@ def test_an_attempt_that_stops_watching_leaves_an_overlapping_attempt_of_the_run
         redis_db.publish(cancel_signal.channel(), run_id)
 
         wait_until(live.is_set, timeout=2, what="the announcement to reach the attempt still watching")
+
+
+def test_a_cancel_sets_the_wake_event_the_run_sleeps_on_and_the_interrupt_does_too(redis_db):
+    run_id = str(uuid.uuid4())
+    wake, other_wake = threading.Event(), threading.Event()
+    with cancel_signal.watcher.watch(run_id, look_up=False, wake=wake) as cancelled:
+        wait_until(cancel_signal.watcher.listening.is_set, timeout=2, what="the watcher to subscribe")
+        redis_db.publish(cancel_signal.channel(), run_id)
+        wait_until(wake.is_set, timeout=2, what="the announcement to wake the run")
+        assert cancelled.is_set()
+    with shutdown.woken_at_interrupt(other_wake):
+        try:
+            shutdown._interrupt()
+            assert other_wake.is_set()
+        finally:
+            shutdown._State.interrupted.clear()
 
 
 def test_an_intent_whose_announcement_was_lost_is_found_within_a_second_or_so(redis_db):
