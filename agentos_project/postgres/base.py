@@ -4,9 +4,11 @@ Under ASGI each request runs on a thread of its own, so Django's persistent conn
 request would open one (docs/benchmarks.md has the cost). Here a connection closed idle and healthy goes back to
 the pool, and connecting takes one from it, checked without a round trip (`_alive`): a server restart costs a
 reconnect, not an error. `POOL_SIZE` (`AGENTOS_DB_POOL_SIZE`) caps the connections a process has open: a thread
-that needs one more waits, in the order threads came, up to `POOL_TIMEOUT` seconds, then gets PoolExhausted (an
-OperationalError: a 503 for a request, a retried settle for a worker). A `reserved()` thread (the lease heartbeat)
-never waits: it may open one connection beyond the cap. A connection dropped unclosed frees its place when collected.
+that needs one more waits, in the order threads came, then gets PoolExhausted (an OperationalError: a 503 for a
+request, a retried settle for a worker) once it has waited `POOL_TIMEOUT` seconds and no waiter was served for as
+long: a stuck pool fails fast, a busy one (a thousand runs' claims arriving at once) serves everyone in turn. A
+`reserved()` thread (the lease heartbeat) never waits: it may open one connection beyond the cap. A connection
+dropped unclosed frees its place when collected.
 """
 
 from __future__ import annotations
@@ -51,6 +53,16 @@ class Waiter(threading.Condition):
         self.notify()
 
 
+class Line(collections.deque):
+    """The waiters of a pool, oldest first; `served_at` is when one was last served (the line moved)."""
+
+    served_at = 0.0
+
+    def popleft(self) -> Waiter:
+        self.served_at = time.monotonic()
+        return super().popleft()
+
+
 class ConnectionPool:
     def __init__(self, limit: int = IDLE_LIMIT, size: int | None = None, timeout: float = 10.0):
         self.limit = limit
@@ -59,7 +71,7 @@ class ConnectionPool:
         self.idle: list = []
         self.open = 0
         self.lock = threading.RLock()  # a connection collected while the lock is held frees its place (`_free`)
-        self._waiters: collections.deque[Waiter] = collections.deque()
+        self._waiters: Line = Line()
         self._places: dict[int, weakref.finalize] = {}
 
     @property
@@ -69,7 +81,8 @@ class ConnectionPool:
 
     def take(self):
         """A healthy idle connection, or None: the caller may open a new one (and must `count` it). Waits while
-        the cap is reached, up to `timeout`; raises PoolExhausted after that.
+        the cap is reached; raises PoolExhausted once it has waited `timeout` and the line has not moved for as
+        long.
 
         Waiting threads are served in the order they came: a connection given back, or a place freed, goes to
         the one that has waited longest, and no thread takes an idle connection or a free place while others
@@ -96,7 +109,7 @@ class ConnectionPool:
             self._serve_waiting()  # what a collection freed meanwhile (a dropped connection's place) is served now
             try:
                 while not waiter.served:
-                    remaining = deadline - time.monotonic()
+                    remaining = max(deadline, self._waiters.served_at + self.timeout) - time.monotonic()
                     if remaining <= 0:
                         raise PoolExhausted(f"all {self.size} database connections of this process are in use")
                     waiter.wait(min(remaining, 1.0))  # a wake-up lost to a collection inside wait costs 1 s at most

@@ -123,6 +123,36 @@ def test_the_cap_makes_a_thread_wait_then_refuses_and_the_heartbeat_still_connec
     assert on_a_new_thread(backend_pid) > 0
 
 
+def test_a_line_that_moves_is_waited_in_longer_than_the_timeout():
+    """Twelve threads for one connection, each holding it 0.1 s: the last waits about 1.1 s, beyond the 0.3 s
+    timeout, and is served, since the line moved all along (a worker's thousand claims arriving at once)."""
+    pool, saved = capped(1, timeout=0.3)
+    waited, refused = [], []
+
+    def in_turn():
+        started = time.monotonic()
+        try:
+            backend_pid()
+            waited.append(time.monotonic() - started)
+            time.sleep(0.1)
+        except PoolExhausted:
+            refused.append(time.monotonic() - started)
+        finally:
+            connection.close()
+
+    try:
+        threads = [threading.Thread(target=in_turn) for _ in range(12)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+    finally:
+        pool.size, pool.timeout = saved
+
+    assert refused == []
+    assert max(waited) > 0.9
+
+
 def test_a_waiting_thread_gets_the_connection_another_closes():
     pool, saved = capped(1, timeout=5)
     release = threading.Event()
