@@ -27,6 +27,7 @@ from django.db.backends.postgresql import base
 from psycopg2 import extensions
 
 IDLE_LIMIT = 32
+WAKE_SECONDS = 5.0
 _local = threading.local()
 
 
@@ -112,7 +113,9 @@ class ConnectionPool:
                     remaining = max(deadline, self._waiters.served_at + self.timeout) - time.monotonic()
                     if remaining <= 0:
                         raise PoolExhausted(f"all {self.size} database connections of this process are in use")
-                    waiter.wait(min(remaining, 1.0))  # a wake-up lost to a collection inside wait costs 1 s at most
+                    # Asleep until served, or the line may have stalled: thousands of waiters each waking every
+                    # second kept the GIL busy. A wake-up lost to a collection inside wait costs WAKE_SECONDS.
+                    waiter.wait(min(remaining, WAKE_SECONDS))
             except BaseException:
                 self._leave(waiter)
                 raise
