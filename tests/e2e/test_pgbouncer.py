@@ -31,12 +31,16 @@ class PgBouncer:
 
     def __init__(self, port: int):
         settings = connection.settings_dict
+        # The clients are trusted; the server (the embedded one of `make test` wants a password) is logged in to
+        # with the test's own credentials.
+        quoted = str(settings.get("PASSWORD") or "").replace("\\", "\\\\").replace("'", "\\'")
+        password = f" user={settings['USER']} password='{quoted}'" if quoted else ""  # a password needs its user
         self.port = port
         self.directory = Path(tempfile.mkdtemp(prefix="agentos-pgbouncer-"))
         (self.directory / "users.txt").write_text(f'"{settings["USER"]}" ""\n')
         (self.directory / "pgbouncer.ini").write_text(
             f"""[databases]
-* = host={settings["HOST"] or "127.0.0.1"} port={settings["PORT"] or 5432}
+* = host={settings["HOST"] or "127.0.0.1"} port={settings["PORT"] or 5432}{password}
 
 [pgbouncer]
 listen_addr = 127.0.0.1
