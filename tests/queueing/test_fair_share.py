@@ -190,7 +190,7 @@ def test_held_tickets_are_let_in_once_both_rules_are_turned_off(redis_db):
 
     assert report.released == 2
     assert _held(held) == [False, False, False]
-    assert _published(redis_db)[-2:] == held[1:]
+    assert sorted(_published(redis_db)[-2:]) == sorted(held[1:])  # one statement lets both in: in no order
 
 
 def test_the_sweeper_does_not_publish_a_held_ticket_as_a_lost_message(redis_db):
