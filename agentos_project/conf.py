@@ -20,6 +20,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from django.conf import settings
 
+from .units import seconds_text
+
 EMBEDDED_DATABASE_URL = "postgresql://postgres@127.0.0.1:54329/agentos"
 EMBEDDED_REDIS_URL = "redis://127.0.0.1:63790/0"
 
@@ -266,21 +268,13 @@ def _queue(env: _Reader) -> QueueSettings:
     )
 
 
-def seconds_text(seconds: float) -> str:
-    """Seconds as a person wrote them: 2592000, 0.5, 123456.7 (not 2.592e+06 or 123457)."""
-    seconds = float(seconds)
-    return str(int(seconds)) if seconds.is_integer() else repr(seconds)
-
-
 MAX_TTL_SECONDS = 366 * 86400.0  # a year: a queued run's deadline further away than that is a mistake
 
 
 def _ttl(env: _Reader) -> float | None:
     ttl = env.number("AGENTOS_QUEUE_TTL_SECONDS", None, minimum=0)
     if ttl is not None and ttl > MAX_TTL_SECONDS:
-        raise ConfigError(
-            f"AGENTOS_QUEUE_TTL_SECONDS must be <= {seconds_text(MAX_TTL_SECONDS)} (got {seconds_text(ttl)})"
-        )
+        raise ConfigError(f"AGENTOS_QUEUE_TTL_SECONDS must be <= {seconds_text(MAX_TTL_SECONDS)} (got {ttl:g})")
     return ttl or None  # 0: off
 
 

@@ -16,7 +16,8 @@ from rest_framework import serializers
 from rest_framework.fields import empty
 from rest_framework.utils import html
 
-from agentos_project.conf import MAX_TTL_SECONDS, seconds_text
+from agentos_project.conf import MAX_TTL_SECONDS
+from agentos_project.units import seconds_text
 from agentos_project.validation import ReusedFields
 from agentos_project.validation import validated as validate_request
 
