@@ -120,15 +120,8 @@ def run_leg(
         connection.close()
     deadline = time.monotonic() + timeout_seconds if timeout_seconds else None
     timed_out = lambda: deadline is not None and time.monotonic() > deadline  # noqa: E731
-    ctx = _context(
-        run,
-        sink,
-        attempt=attempt,
-        inputs=inputs,
-        cancelled=lambda: timed_out() or cancelled(),
-        journal=journal,
-        woken=woken,
-    )
+    stop = lambda: timed_out() or cancelled()  # noqa: E731
+    ctx = _context(run, sink, attempt=attempt, inputs=inputs, cancelled=stop, journal=journal, woken=woken)
     request = RunRequest(message=run.input_content, run_messages=run.run_messages, decided_tools=run.continued_tools)
     started = time.monotonic()
     try:
