@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 
-from .harness import Client, _epoch, percentile, submit_all, wait_finished
+from .harness import Client, Figure, _epoch, percentile, submit_all, wait_finished
 
 BIG = "big"
 
@@ -60,3 +60,13 @@ def mix(client: Client, *, big: int, small_users: int, per_small: int, sleep: fl
         big / (max(big_done) - min(big_sent)),
         sum(first_small <= start < last_small for start in big_starts),
     )
+
+
+def figures(name: str, mixes: list[Mix]) -> list[Figure]:
+    """The mix's figures over its repeats."""
+    return [
+        Figure(f"{name}: small users' wait p50", "ms", [m.small_wait_p50 for m in mixes]),
+        Figure(f"{name}: small users' wait p99", "ms", [m.small_wait_p99 for m in mixes]),
+        Figure(f"{name}: big user's rate", "runs/s", [m.big_rate for m in mixes]),
+        Figure(f"{name}: big runs started while small ones waited", "runs", [m.big_started_meanwhile for m in mixes]),
+    ]

@@ -14,7 +14,7 @@ import threading
 import psutil
 
 from . import cpu
-from .harness import Client, drain
+from .harness import Client, Figure, drain
 
 SAMPLE_SECONDS = 0.25
 
@@ -89,3 +89,16 @@ def inflight(client: Client, *, runs: int, sleep: float, clients: int, database_
         waiting = drain(client, runs=runs, sessions=runs, clients=clients, serve=serve, sleep=sleep)
     t0, ts = runs / idle.rate, runs / waiting.rate
     return Inflight(t0, ts, (t0 + sleep) / ts, sampler.peaks, waiting.cpu)
+
+
+def figures(name: str, measured: list[Inflight]) -> list[Figure]:
+    """The scenario's figures over its repeats (its CPU per run aside)."""
+    peaks = [m.peaks for m in measured]
+    return [
+        Figure(f"{name}: T(sleep=0)", "s", [m.seconds_idle_model for m in measured]),
+        Figure(f"{name}: T(sleep=S)", "s", [m.seconds for m in measured]),
+        Figure(f"{name}: efficiency (T0 + S) / T", "", [m.efficiency for m in measured]),
+        Figure(f"{name}: worker RSS, highest", "MB", [p.rss_mb for p in peaks]),
+        Figure(f"{name}: worker threads, highest", "", [p.threads for p in peaks]),
+        Figure(f"{name}: worker database connections, highest", "", [p.database_connections for p in peaks]),
+    ]

@@ -7,9 +7,11 @@ from bench import backlog as blocked_backlog
 from bench import cpu, growth, operations
 from bench.baseline import FloorServer
 from bench.demo import run_scenario
+from bench.fair import figures as mix_figures
 from bench.fair import mix
 from bench.harness import AGENT, Client, Drain, Figure, accept_burst, drain, handoff, percentile
 from bench.hitl import continue_latencies
+from bench.inflight import figures as inflight_figures
 from bench.inflight import inflight
 from bench.journal import journaled, offered
 from bench.replica import ReplicaServer, missing_environment
@@ -36,6 +38,7 @@ SCENARIOS = (
     "inflight",
 )
 CPU_KINDS = ("web", "worker", "sweeper", "postgres", "redis", "client")
+SERVER_KINDS = ("web", "worker", "postgres", "redis")
 TOOLED_KINDS = (*CPU_KINDS, "model")
 
 
@@ -173,17 +176,25 @@ class Command(BaseCommand):
         ]
 
     def bench_streamed(self, repeats, **_):
-        """The drain with every run submitted `stream=true` and its stream read to the end, against the plain one."""
+        """The drain with every run `stream=true`, its stream read to the end, against the plain one, and the CPU of
+        a streamed run over a plain one's by kind. A streamed run is never handed off (a session's next run is sent
+        once its stream ended): `--sessions` = `--runs` makes the plain drain hand none off either (like for like)."""
         plain, streamed = [], []
         for _ in range(repeats):
             plain.append(self._drain_measured(self.client))
             streamed.append(self._drain_measured(self.client, stream=True))
         name = f"{self.options['runs']} runs / {self.options['sessions']} sessions"
+        pairs = list(zip(streamed, plain, strict=True))
         return [
             Figure(f"drain {name}", "runs/s", [d.rate for d in plain]),
             Figure(f"streamed drain {name}", "runs/s", [d.rate for d in streamed]),
+            *_cpu_figures("per run", plain, SERVER_KINDS),
             *_cpu_figures("per streamed run", streamed),
-            Figure("streamed / plain", "ratio", [s.rate / p.rate for s, p in zip(streamed, plain, strict=True)]),
+            Figure("streamed / plain", "ratio", [s.rate / p.rate for s, p in pairs]),
+            *[
+                Figure(f"CPU per streamed run / plain, {kind}", "ratio", [s.cpu[kind] / p.cpu[kind] for s, p in pairs])
+                for kind in SERVER_KINDS
+            ],
         ]
 
     def bench_replicas(self, repeats, **_):
@@ -362,14 +373,7 @@ class Command(BaseCommand):
         name = f"fair mix {big} + {small}, sleep={self.mix['sleep']:g}"
         drained = f"drain {self.options['runs']} runs / {self.options['sessions']} sessions / {users} users"
         return [
-            Figure(f"{name}: small users' wait p50", "ms", [m.small_wait_p50 for m in mixes]),
-            Figure(f"{name}: small users' wait p99", "ms", [m.small_wait_p99 for m in mixes]),
-            Figure(f"{name}: big user's rate", "runs/s", [m.big_rate for m in mixes]),
-            Figure(
-                f"{name}: big runs started while small ones waited",
-                "runs",
-                [m.big_started_meanwhile for m in mixes],
-            ),
+            *mix_figures(name, mixes),
             Figure(drained, "runs/s", [d.rate for d in drains]),
             *_cpu_figures(f"per run, {drained}", drains),
         ]
@@ -377,29 +381,13 @@ class Command(BaseCommand):
     def bench_inflight(self, repeats, **_):
         """N runs of an S-second model call on N sessions against the same N runs with `sleep=0` (bench/inflight.py):
         the efficiency, and the worker's highest memory, threads and database connections meanwhile."""
+        port = int(connection.settings_dict["PORT"] or 5432)
         measured = []
         for _ in range(repeats):
             operations.vacuum_hot_tables()
-            measured.append(
-                inflight(
-                    self.client,
-                    clients=self.options["clients"],
-                    database_port=int(connection.settings_dict["PORT"] or 5432),
-                    **self.inflight,
-                )
-            )
+            measured.append(inflight(self.client, clients=self.options["clients"], database_port=port, **self.inflight))
         name = f"inflight {self.inflight['runs']} runs, sleep={self.inflight['sleep']:g}"
-        return [
-            Figure(f"{name}: T(sleep=0)", "s", [m.seconds_idle_model for m in measured]),
-            Figure(f"{name}: T(sleep=S)", "s", [m.seconds for m in measured]),
-            Figure(f"{name}: efficiency (T0 + S) / T", "", [m.efficiency for m in measured]),
-            Figure(f"{name}: worker RSS, highest", "MB", [m.peaks.rss_mb for m in measured]),
-            Figure(f"{name}: worker threads, highest", "", [m.peaks.threads for m in measured]),
-            Figure(
-                f"{name}: worker database connections, highest", "", [m.peaks.database_connections for m in measured]
-            ),
-            *_cpu_figures(f"per run, {name}", measured),
-        ]
+        return [*inflight_figures(name, measured), *_cpu_figures(f"per run, {name}", measured)]
 
 
 def _database_url() -> str:
