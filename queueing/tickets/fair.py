@@ -89,13 +89,19 @@ def let_in(user: str, limit: str, *, condition: str = "true", returning: str = "
     (RANGE) PostgreSQL 15 reads all of the user's held tickets to number the first. A held ticket two of them pick
     is let in by one.
     It leaves `updated_at` alone: that is when the ticket last moved in its session (a hand-off's start)."""
+    oldest = f"""SELECT n.id FROM (SELECT n.id, row_number() OVER (ORDER BY n.created_at ROWS UNBOUNDED
+                                                                 PRECEDING) AS place
+                                FROM {TABLE} AS n WHERE n.user_id = {user} AND n.turn = {HELD}
+                                ORDER BY n.created_at LIMIT %(turns)s) AS n
+                 WHERE n.place <= {limit}"""
+    return _releasing(oldest, condition=condition, returning=returning)
+
+
+def _releasing(candidates: str, *, condition: str = "true", returning: str = "h.id") -> str:
+    """SQL: the UPDATE letting in the held tickets among `candidates` (a query of ids) when `condition` holds."""
     return f"""
         UPDATE {TABLE} AS h SET held = false
-        WHERE h.id IN (SELECT n.id FROM (SELECT n.id, row_number() OVER (ORDER BY n.created_at ROWS UNBOUNDED
-                                                                          PRECEDING) AS place
-                                         FROM {TABLE} AS n WHERE n.user_id = {user} AND n.turn = {HELD}
-                                         ORDER BY n.created_at LIMIT %(turns)s) AS n
-                       WHERE n.place <= {limit})
+        WHERE h.id IN ({candidates})
           AND (SELECT h.turn = {HELD}) AND {condition}  -- by its key: re-read if another let it in meanwhile
         RETURNING {returning}"""
 
@@ -121,9 +127,12 @@ def ticket_release_held(*, user_id: str | None = None, owner_of: str | None = No
     if (user_id is None and owner_of is None) or not enabled():
         return []
     if owner_of is not None:
-        sql, values = _RELEASE_OWNERS.call({"ticket_id": owner_of, **policy()})
-    else:
-        sql, values = _RELEASE.call({"user_id": user_id, **policy()})
+        return _published(*_RELEASE_OWNERS.call({"ticket_id": owner_of, **policy()}))
+    return _published(*_RELEASE.call({"user_id": user_id, **policy()}))
+
+
+def _published(sql: str, values) -> list[str]:
+    """Run a let-in statement; publish the tickets it let in once the transaction commits; their ids."""
     with connection.cursor() as cursor:
         cursor.execute(sql, values)
         released = [str(row[0]) for row in cursor.fetchall()]
@@ -135,6 +144,9 @@ def ticket_release_held(*, user_id: str | None = None, owner_of: str | None = No
 # Every user's held tickets it has room for, in one statement: the sweeper's pass. The users with a held ticket are
 # found one after the other through `ticket_user_turn` (a skip scan: one probe per such user, however many tickets
 # each holds), not by reading every held ticket; each one's room is counted once.
+_EACH_USERS_OLDEST = f"""SELECT n.id FROM (SELECT user_id FROM u WHERE user_id IS NOT NULL) AS u
+    CROSS JOIN LATERAL (SELECT n.id FROM {TABLE} AS n WHERE n.user_id = u.user_id AND n.turn = {HELD}
+                        ORDER BY n.created_at LIMIT greatest(0, {room("u.user_id")})) AS n"""
 _RELEASE_ALL = Prepared(
     "agentos_release_all_held",
     f"""
@@ -144,12 +156,7 @@ _RELEASE_ALL = Prepared(
         SELECT (SELECT n.user_id FROM {TABLE} AS n WHERE n.turn = {HELD} AND n.user_id > u.user_id
                 ORDER BY n.user_id LIMIT 1)
         FROM u WHERE u.user_id IS NOT NULL)
-    UPDATE {TABLE} AS h SET held = false
-    WHERE h.id IN (SELECT n.id FROM (SELECT user_id FROM u WHERE user_id IS NOT NULL) AS u
-                   CROSS JOIN LATERAL (SELECT n.id FROM {TABLE} AS n WHERE n.user_id = u.user_id AND n.turn = {HELD}
-                                       ORDER BY n.created_at LIMIT greatest(0, {room("u.user_id")})) AS n)
-      AND (SELECT h.turn = {HELD})  -- by its key: re-read if another let it in meanwhile
-    RETURNING h.id
+    {_releasing(_EACH_USERS_OLDEST)}
     """,
     FAIR_TYPES,
 )
@@ -159,12 +166,7 @@ def ticket_release_all_held() -> list[str]:
     """Let in the held tickets of every user that has room for them (what the claims, the ends of runs and the
     cancels did not), publishing them once the transaction commits; their ids. With both rules off (turned off
     while tickets were held) every user has room: nothing stays held."""
-    with connection.cursor() as cursor:
-        cursor.execute(*_RELEASE_ALL.call(policy()))
-        released = [str(row[0]) for row in cursor.fetchall()]
-    for ticket_id in released:
-        router.on_commit(ticket_id)
-    return released
+    return _published(*_RELEASE_ALL.call(policy()))
 
 
 USER_LOCK_SPACE = 8  # the user locks' two-int advisory key space, apart from the depth gate's (7, 1)
