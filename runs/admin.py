@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from queueing.admin import OperatedReadOnlyAdmin, RunIdSearchMixin, report_cancel
+from queueing.models import TicketStatus
 from queueing.selectors import ticket_get
 
 from .models import AgentSession, Run, RunEvent, Step
@@ -85,7 +86,7 @@ class RunAdmin(RunIdSearchMixin, OperatedReadOnlyAdmin):
     def queue_deadline(self, run: Run):
         """When the run expires unless started (CONTRACT 17): its ticket's deadline, while it is queued."""
         ticket = ticket_get(ticket_id=str(run.pk))
-        queued = ticket is not None and ticket.status == "queued"
+        queued = ticket is not None and ticket.status == TicketStatus.QUEUED
         return ticket.expires_at if queued and ticket.expires_at else "-"
 
     @admin.action(description="Cancel", permissions=["operate"])
