@@ -41,7 +41,12 @@ def throwaway_postgres(tmp_path):
     postgres.start()
     yield postgres
     postgres.stop()
-    # As root, the data may be under /var/lib/agentos-embedded/<digest>/postgres: the digest's folder goes too.
+    remove_data(postgres)
+
+
+def remove_data(postgres: EmbeddedPostgres) -> None:
+    """A stopped embedded PostgreSQL's data. As root it may be under /var/lib/agentos-embedded/<digest>/postgres:
+    the digest's folder goes too."""
     shutil.rmtree(
         postgres.pgdata.parent if postgres.pgdata.is_relative_to(SHARED) else postgres.pgdata, ignore_errors=True
     )

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import psycopg2
 import pytest
-import requests
 
-from agentos_project.embedded import SHARED, EmbeddedPostgres
+from agentos_project.embedded import EmbeddedPostgres
 
-from ..conftest import ROOT, STUB_AGENT, wait_until
+from ..conftest import ChildProcess, RunsOverHttp, free_port, process_env, wait_until
+from .conftest import remove_data
 
 pytestmark = pytest.mark.slow
 
@@ -137,40 +137,15 @@ class BridgedPostgres(EmbeddedPostgres):
     def url(self) -> str:
         return super().url.replace("@127.0.0.1:", f"@{self.bridge}:")
 
-    def remove(self) -> None:
-        """Its data, wherever `start` put it (as root, a folder of the embedded user's)."""
-        shutil.rmtree(self.pgdata.parent if self.pgdata.is_relative_to(SHARED) else self.pgdata, ignore_errors=True)
 
+class HostProcess(ChildProcess):
+    """`manage.py serve` with `options`, run in a host's namespace; stopped like Ctrl-C."""
 
-class HostProcess:
-    """`manage.py serve` with `options`, run in a host's namespace; its output in a log file."""
+    stop_signal = signal.SIGINT
 
     def __init__(self, network: Network, host: str, options: list[str], env: dict[str, str], log: Path):
-        self.log_path = log
-        self.log_file = open(log, "w")  # noqa: SIM115 - closed in stop()
-        command = ["ip", "netns", "exec", network.namespace(host), sys.executable, "manage.py", "serve", *options]
-        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self.log_file, stderr=subprocess.STDOUT)
-
-    def log(self) -> str:
-        return self.log_path.read_text()
-
-    def wait_for(self, predicate, *, timeout: float, what: str):
-        def ready():
-            if self.process.poll() is not None:
-                pytest.fail(f"{what}: the process exited with {self.process.returncode}:\n{self.log()[-3000:]}")
-            return predicate()
-
-        return wait_until(ready, timeout=timeout, interval=0.2, what=what)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(40)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log_file.close()
+        namespace = ["ip", "netns", "exec", network.namespace(host)]
+        super().__init__([*namespace, sys.executable, "manage.py", "serve", *options], log, env)
 
 
 class Hosts:
@@ -180,43 +155,37 @@ class Hosts:
         self.network, self.directory = network, directory
         self.processes: list[HostProcess] = []
         host = network.database_host
-        self.postgres = BridgedPostgres(directory / "db", host, _free_port(host))
+        self.postgres = BridgedPostgres(directory / "db", host, free_port(host))
         self.postgres.start()
         hba = self.postgres.pgdata / "pg_hba.conf"
         hba.write_text(hba.read_text() + f"host all all {network.address(0)}/24 scram-sha-256\n")
         self.postgres._pg_ctl("reload")
         redis_host = network.redis_host
-        self.redis_port = _free_port(redis_host)
+        self.redis_port = free_port(redis_host)
         self.redis = subprocess.Popen(
             ["redis-server", "--bind", redis_host, "--port", str(self.redis_port), "--save", "", "--appendonly", "no",
              "--protected-mode", "no"],
             stdout=subprocess.DEVNULL,
         )  # fmt: skip
         wait_until(lambda: _answers(redis_host, self.redis_port), timeout=10, what="redis to listen")
-        self.web_url = ""
+        self.web = RunsOverHttp()  # its url once the web host is started
 
     @property
     def env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL"):
-            env.pop(name, None)
-        env.update(
-            DJANGO_SETTINGS_MODULE="agentos_project.settings.test",
-            DATABASE_URL=self.postgres.url,
-            REDIS_URL=f"redis://{self.network.redis_host}:{self.redis_port}/0",
-            PYTHONUNBUFFERED="1",
-            **GRACE,
-        )
-        return env
+        redis_url = f"redis://{self.network.redis_host}:{self.redis_port}/0"
+        return process_env(DATABASE_URL=self.postgres.url, REDIS_URL=redis_url, CELERY_BROKER_URL=redis_url, **GRACE)
 
     def start_web(self) -> str:
         address = self.network.add_host("web")
         serve = HostProcess(self.network, "web", ["--web-only", "--host", address, "--port", "8000"], self.env,
                             self.directory / "web.log")  # fmt: skip
         self.processes.append(serve)
-        self.web_url = f"http://{address}:8000"
-        serve.wait_for(lambda: _healthy(self.web_url), timeout=90, what="the web host to answer /health")
-        return self.web_url
+        self.web.url = f"http://{address}:8000"
+        serve.wait_for(self.healthy, timeout=90, what="the web host to answer /health")
+        return serve
+
+    def healthy(self) -> bool:
+        return self.web.get("/health") is not None
 
     def start_worker(self, name: str, **env: str) -> HostProcess:
         self.network.add_host(name)
@@ -231,10 +200,7 @@ class Hosts:
             return cursor.fetchall() if cursor.description else []
 
     def submit(self, session_id: str, message: str, *, max_attempts: int | None = None) -> str:
-        data = {"message": message, "session_id": session_id, "background": "true", "stream": "false"}
-        response = requests.post(f"{self.web_url}{STUB_AGENT}/runs", data=data, timeout=30)
-        assert response.status_code == 202, response.text
-        run_id = response.json()["run_id"]
+        run_id = self.web.submitted(session_id, message)
         if max_attempts is not None:  # the budget is the deployment's setting; this run gets its own
             self.sql("UPDATE queueing_ticket SET max_attempts = %s WHERE id = %s", max_attempts, run_id)
         return run_id
@@ -254,26 +220,13 @@ class Hosts:
         self.redis.terminate()
         self.redis.wait(10)
         self.postgres.stop()
-        self.postgres.remove()
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
+        remove_data(self.postgres)
 
 
 def _answers(host: str, port: int) -> bool:
     with socket.socket() as probe:
         probe.settimeout(1)
         return probe.connect_ex((host, port)) == 0
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return requests.get(f"{url}/health", timeout=2).status_code == 200
-    except requests.RequestException:
-        return False
 
 
 @pytest.fixture
@@ -324,7 +277,7 @@ def test_the_web_cut_off_from_redis_keeps_accepting_and_every_run_executes(hosts
     """Accepts commit to PostgreSQL and answer at once: the broker's message goes from the web's publisher thread,
     which keeps trying, and a run without its message is published by the sweeper of a worker (no marker for 5 s),
     so the runs execute even before the web hears Redis again."""
-    web = hosts.start_web()
+    hosts.start_web()
     hosts.start_worker("w1")
     hosts.network.cut_from("web", hosts.network.redis_host)
     try:
@@ -339,7 +292,7 @@ def test_the_web_cut_off_from_redis_keeps_accepting_and_every_run_executes(hosts
             assert hosts.wait_run(run_id, "COMPLETED", timeout=60)["attempt"] == 1
     finally:
         hosts.network.mend_from("web", hosts.network.redis_host)
-    assert _healthy(web)
+    assert hosts.healthy()
     assert hosts.submit("web-mended", "after the cut sleep=0")
 
 
