@@ -277,7 +277,7 @@ def test_the_web_cut_off_from_redis_keeps_accepting_and_every_run_executes(hosts
     """Accepts commit to PostgreSQL and answer at once: the broker's message goes from the web's publisher thread,
     which keeps trying, and a run without its message is published by the sweeper of a worker (no marker for 5 s),
     so the runs execute even before the web hears Redis again."""
-    hosts.start_web()
+    web = hosts.start_web()
     hosts.start_worker("w1")
     hosts.network.cut_from("web", hosts.network.redis_host)
     try:
@@ -290,6 +290,7 @@ def test_the_web_cut_off_from_redis_keeps_accepting_and_every_run_executes(hosts
         assert max(seconds) < 2, "an accept waited on Redis"
         for run_id in runs:
             assert hosts.wait_run(run_id, "COMPLETED", timeout=60)["attempt"] == 1
+        web.wait_for(lambda: "dispatch failed" in web.log(), timeout=30, what="the web to fail to reach Redis")
     finally:
         hosts.network.mend_from("web", hosts.network.redis_host)
     assert hosts.healthy()
@@ -298,12 +299,14 @@ def test_the_web_cut_off_from_redis_keeps_accepting_and_every_run_executes(hosts
 
 def test_a_worker_cut_off_from_the_broker_leaves_the_runs_to_another(hosts):
     hosts.start_web()
-    hosts.start_worker("w1")
+    cut_off = hosts.start_worker("w1")
     hosts.start_worker("w2")
     hosts.network.cut_from("w1", hosts.network.redis_host)
     try:
         runs = [hosts.submit(f"broker-cut-{n}", "while w1 hears no broker sleep=0") for n in range(10)]
         for run_id in runs:
             assert hosts.wait_run(run_id, "COMPLETED", timeout=60)["status"] == "COMPLETED"
+        lost = "reading the execute queue failed"
+        cut_off.wait_for(lambda: lost in cut_off.log(), timeout=30, what="w1 to fail to reach the broker")
     finally:
         hosts.network.mend_from("w1", hosts.network.redis_host)
