@@ -146,6 +146,35 @@ def test_a_permanent_error_is_not_retried_whatever_the_budget(redis_db, call, er
     assert RunEvent.objects.filter(run_id=run_id).last().event == "RunError"
 
 
+class WakeWatchingModel:
+    """A model that notes the event its run sleeps on while it waits (`RunContext.woken`), and whether a cancel
+    announced to the watcher sets it."""
+
+    id, provider = "wake-watching", "test"
+
+    def __init__(self):
+        self.seen: list[tuple[bool, bool]] = []
+
+    def stream(self, messages, tools, ctx):
+        asleep = ctx.woken is not None and not ctx.woken.is_set()
+        cancel_signal.watcher.notify(ctx.run_id)  # as the watcher does when a cancel is announced
+        self.seen.append((asleep, ctx.woken is not None and ctx.woken.is_set()))
+        yield "done"
+
+
+def test_a_queued_run_sleeps_on_the_event_a_cancel_sets(redis_db):
+    model = WakeWatchingModel()
+    agent = registry.register(Agent(id="wake-watching", name="Wake", model=model))
+    run_id = accept_run(session_id="wake-1", component="wake-watching")
+    try:
+        assert worker_execute(ticket_id=run_id) is True
+    finally:
+        registry.unregister(agent.kind, agent.id)
+
+    assert model.seen == [(True, True)]
+    assert Run.objects.get(pk=run_id).status == "CANCELLED"
+
+
 def test_an_error_of_the_model_is_retried_while_budget_is_left(redis_db):
     run_id = accept_run(session_id="transient-1", message="explode sleep=0", max_attempts=3)
 
