@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Iterable
 
@@ -43,8 +44,22 @@ def keep_seconds(*, stream: bool) -> int:
 
 def encode(event: dict) -> str:
     """An event as its SSE `data:` line carries it: compact JSON, ASCII only (so no string Redis or a client
-    cannot take, whatever the agent produced)."""
-    return json.dumps(event, separators=(",", ":"), default=str)
+    cannot take, whatever the agent produced), its name and index first, so that `head` need not parse it."""
+    ordered = {"event": event["event"], "event_index": event["event_index"], **event}
+    return json.dumps(ordered, separators=(",", ":"), default=str)
+
+
+_HEAD = re.compile(r'\{"event":"(\w+)","event_index":(-?\d+)[,}]')
+
+
+def head(frame: str) -> tuple[str, int]:
+    """The name and event_index of an encoded event, read off its start; a frame that does not start so (encoded
+    before they came first, still in a buffer) is parsed whole. A stream reads every event it sends this way:
+    parsing each whole cost a streamed run of ten events about a tenth of a millisecond of the web's CPU."""
+    if matched := _HEAD.match(frame):
+        return matched[1], int(matched[2])
+    event = json.loads(frame)
+    return event["event"], event["event_index"]
 
 
 class Sender(BatchingThread):

@@ -81,20 +81,20 @@ class Tail:
     def take(self, raw: bytes | str) -> str | None:
         """The SSE frame of an event not sent yet; None for one already sent (or after the end)."""
         data = raw.decode() if isinstance(raw, bytes) else raw
-        event = json.loads(data)
-        index = event["event_index"]
+        name, index = eventbus.head(data)
         if self.ended or index <= self.last or (self.ceiling is not None and index >= self.ceiling):
             return None
         self.last = index
-        self.ended = event["event"] in self._ending and index >= self.floor
-        return frame(event["event"], data)
+        self.ended = name in self._ending and index >= self.floor
+        return frame(name, data)
 
     def take_all(self, raws) -> list[str]:
         return [sse for sse in map(self.take, raws) if sse is not None]
 
     def skips_to(self, raw: bytes | str) -> bool:
         """Whether the event `raw` comes after one this stream has not had (within a leg, indices have no gaps)."""
-        return not self.ended and json.loads(raw)["event_index"] > self.last + 1
+        data = raw.decode() if isinstance(raw, bytes) else raw
+        return not self.ended and eventbus.head(data)[1] > self.last + 1
 
 
 async def follow(tail: Tail, queue: Backlog) -> AsyncIterator[str]:

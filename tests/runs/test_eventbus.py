@@ -120,3 +120,21 @@ def test_redis_keeps_a_streamed_runs_events_for_the_buffer_time_and_an_unstreame
 
     assert 3590 < redis_db.ttl(eventbus.buffer_key(streamed.run_id)) <= 3600
     assert 290 < redis_db.ttl(eventbus.buffer_key(unstreamed.run_id)) <= eventbus.UNSTREAMED_SECONDS == 300
+
+
+def test_an_encoded_event_starts_with_its_name_and_index_which_head_reads_off():
+    event = {"run_id": "r", "content": {"event_index": 99, "event": "Nested"}, "event_index": 7, "event": "RunContent"}
+
+    encoded = eventbus.encode(event)
+
+    assert encoded.startswith('{"event":"RunContent","event_index":7,"run_id":"r",')
+    assert json.loads(encoded) == event
+    assert eventbus.head(encoded) == ("RunContent", 7)
+    assert eventbus.head(eventbus.encode({"event": "RunStarted", "event_index": 0})) == ("RunStarted", 0)
+
+
+def test_head_parses_a_frame_encoded_in_another_order_whole():
+    older = json.dumps({"content": {"event": "Nested", "event_index": 99}, "event_index": 3, "event": "RunCompleted"})
+
+    assert eventbus.head(older) == ("RunCompleted", 3)
+    assert eventbus.head('{"event":"Run\\u00e9","event_index":4}') == ("Run\u00e9", 4)
