@@ -10,7 +10,6 @@ round trips, which the others overlap (docs/benchmarks.md has the figures behind
 """
 
 import asyncio
-import contextlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -112,21 +111,19 @@ class SyncChainHandler(ASGIHandler):
         return response
 
     async def stream_response(self, response, receive, send):
-        """Django's way: send the stream while listening for a disconnect, which cancels the sending, unless the body
-        has ended (with a `LastPart`): then what the stream's iterator does after it (its clean-up) runs to its end."""
+        """Send the stream on this task while another listens for the client's disconnect, which cancels the sending,
+        unless the body has ended (with a `LastPart`): then what the stream's iterator does after it (its clean-up)
+        runs to its end. One task and no `asyncio.wait` per stream, where Django's way makes two and waits twice."""
         ending = _EndingWithLastPart(send)
-        sending = asyncio.create_task(self.send_response(response, ending))
-        listening = asyncio.create_task(self.listen_for_disconnect(receive))
+        listening = asyncio.create_task(ending.cut_on_disconnect(receive, asyncio.current_task()))
         try:
-            await asyncio.wait((sending, listening), return_when=asyncio.FIRST_COMPLETED)
-            if ending.ended:  # the server reports a disconnect once the response is complete
-                await asyncio.wait((sending,))
-            for task in (listening, sending):
-                if not task.done():
-                    task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, RequestAborted):
-                    await task
+            await self.send_response(response, ending)
+        except asyncio.CancelledError:
+            if not ending.cut:  # cancelled from outside (the server stops): not the client's leaving
+                raise
+            asyncio.current_task().uncancel()
         finally:
+            listening.cancel()
             # On the event loop, not the request's thread: a streamed response's view gave its database
             # connection back before returning (runs.responses), and the `request_finished` receivers find none
             # of this thread's to close. No thread is woken for it.
@@ -135,11 +132,13 @@ class SyncChainHandler(ASGIHandler):
 
 class _EndingWithLastPart:
     """`send` for Django's `send_response`: a `LastPart` body goes as the end of the body, and the empty message by
-    which Django ends it afterwards is left out."""
+    which Django ends it afterwards is left out. `ended` once the body has ended (either way); `cut` once the
+    client left before."""
 
     def __init__(self, send) -> None:
         self.send = send
         self.ended = False
+        self.cut = False
 
     async def __call__(self, message) -> None:
         if message["type"] == "http.response.body":
@@ -148,6 +147,15 @@ class _EndingWithLastPart:
                     raise RuntimeError("a streamed response went on after its LastPart")
                 return
             if isinstance(message.get("body"), LastPart):
-                self.ended = True
                 message = {**message, "body": bytes(message["body"]), "more_body": False}
+            self.ended = not message.get("more_body", False)
         await self.send(message)
+
+    async def cut_on_disconnect(self, receive, sending: asyncio.Task) -> None:
+        """Cancel `sending` when the client leaves before the body has ended (the server reports a disconnect once
+        the response is complete, too)."""
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if not self.ended:
+            self.cut = True
+            sending.cancel()

@@ -161,3 +161,60 @@ def test_a_part_after_the_last_part_is_an_error_not_lost_in_silence():
 
     with pytest.raises(RuntimeError, match="went on after its LastPart"):
         asyncio.run(call())
+
+
+def test_a_client_that_leaves_mid_stream_stops_the_sending_and_the_stream_cleans_up():
+    steps, closed = [], []
+    left = asyncio.Event()
+
+    async def chunks():
+        try:
+            yield b"event: a\n\n"
+            left.set()
+            await asyncio.sleep(10)  # a quiet run
+            yield b"event: never\n\n"
+        finally:
+            steps.append("cleaned up")
+
+    async def receive():
+        await left.wait()
+        return {"type": "http.disconnect"}
+
+    async def call():
+        sent = []
+
+        async def send(message):
+            sent.append(message)
+
+        response = PartsResponse(chunks())
+        response.close = lambda: closed.append(True)
+        async with asyncio.timeout(5):
+            await SyncChainHandler().stream_response(response, receive, send)
+        return sent, asyncio.current_task().cancelling()
+
+    sent, cancelling = asyncio.run(call())
+
+    assert [m.get("body") for m in sent] == [None, b"event: a\n\n"]
+    assert (steps, closed, cancelling) == (["cleaned up"], [True], 0)
+
+
+def test_a_stream_cancelled_from_outside_is_cancelled_not_taken_for_a_client_leaving():
+    closed = []
+
+    async def chunks():
+        yield b"event: a\n\n"
+        await asyncio.sleep(10)
+
+    async def call():
+        server = AsgiServer()
+        response = PartsResponse(chunks())
+        response.close = lambda: closed.append(True)
+        sending = asyncio.create_task(SyncChainHandler().stream_response(response, server.receive, server.send))
+        await asyncio.sleep(0.05)
+        sending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await sending
+
+    asyncio.run(call())
+
+    assert closed == [True]
