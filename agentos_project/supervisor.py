@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 if __package__:
-    from . import logs
+    from . import logs, resp
     from .passthrough import ChildOutput
 else:  # run as a script, as serve runs it: this folder is on sys.path, and the package (which loads Celery) is not
     import logs
+    import resp
     from passthrough import ChildOutput
 
 STABLE_SECONDS = 60.0
@@ -238,16 +239,11 @@ def stop_embedded(server: dict) -> None:
             subprocess.run(server["stop"], user=server["user"], capture_output=True, start_new_session=True)
         return
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", server["port"]), timeout=2) as redis:
-        redis.sendall(_redis_command("AUTH", server["password"]) + _redis_command("SHUTDOWN", "NOSAVE"))
+        redis.sendall(resp.command("AUTH", server["password"]) + resp.command("SHUTDOWN", "NOSAVE"))
         with contextlib.suppress(OSError):
             redis.recv(1024)
     if server.get("pid"):
         _reap(server["pid"], timeout=5)
-
-
-def _redis_command(*words: str) -> bytes:
-    encoded = [word.encode() for word in words]
-    return b"".join([b"*%d\r\n" % len(encoded), *(b"$%d\r\n%s\r\n" % (len(w), w) for w in encoded)])
 
 
 def _reap(pid: int, *, timeout: float) -> None:
