@@ -14,19 +14,21 @@ import logging
 import time
 import uuid
 
+import hiredis
 import redis
 import redis.asyncio
 
+from agentos_project import resp
 from agentos_project.conf import current
-from agentos_project.coordination import scoped
 
-from . import eventbus
+from . import eventbus, pubsub
 from .backlog import Backlog
 from .history import Buffered
 
 log = logging.getLogger("agentos.streams")
 RESYNC = b""  # put in every queue when the pub/sub connection had a gap
 SUBSCRIBE_TIMEOUT = 5.0
+CONNECT_TIMEOUT = 2.0
 UNCLAIMED_SECONDS = 30.0
 
 
@@ -38,23 +40,26 @@ class Hub:
             url, socket_connect_timeout=2, max_connections=64, timeout=SUBSCRIBE_TIMEOUT
         )  # a burst of resumes waits for a connection rather than failing
         self.redis = redis.asyncio.Redis(connection_pool=pool)
-        self.inbox = eventbus.inbox(uuid.uuid4().hex)
-        self._pubsub = None
+        key = uuid.uuid4().hex
+        self.inbox = eventbus.inbox(key)
+        self.name = f"agentos-hub-{key}"  # the pub/sub connection's, as CLIENT LIST shows it
+        self._url = url
+        self._writer: asyncio.StreamWriter | None = None  # the pub/sub connection's, while it is up
+        self._tried = asyncio.Event()  # the first connection has been tried
         self._queues: dict[str, set[Backlog]] = {}
         self._confirmed: dict[str, asyncio.Event] = {}
         self._direct: dict[str, Backlog] = {}  # run id → the queue of the stream that reads it from the inbox
         self._unclaimed: dict[str, tuple[float, list[bytes]]] = {}  # run id → (first arrival, its inbox messages)
+        self._inbox_channel = self.inbox.encode()
         self._reader: asyncio.Task | None = None
-        self._starting = asyncio.Lock()
 
     async def _start(self) -> None:
-        async with self._starting:
-            if self._reader is None:
-                pubsub = self.redis.pubsub()
-                # the streams channel: one subscription always, so reading never idles
-                await pubsub.subscribe(scoped("streams"), self.inbox)
-                self._pubsub = pubsub
-                self._reader = asyncio.create_task(self._read(), name="agentos-stream-hub")
+        """Start reading (once); return when the first connection has been tried."""
+        if self._reader is None:
+            self._reader = asyncio.create_task(self._read(), name="agentos-stream-hub")
+        if not self._tried.is_set():
+            async with asyncio.timeout(SUBSCRIBE_TIMEOUT):
+                await self._tried.wait()
 
     async def start(self) -> None:
         """Listen from now on (the inbox is offered to submits once Redis has confirmed it)."""
@@ -70,16 +75,22 @@ class Hub:
         try:
             if len(listeners) == 1:
                 self._confirmed[channel] = asyncio.Event()
-                await self._pubsub.subscribe(channel)
-            await asyncio.wait_for(self._confirmed[channel].wait(), SUBSCRIBE_TIMEOUT)
+                self._send("SUBSCRIBE", channel)
+            async with asyncio.timeout(SUBSCRIBE_TIMEOUT):
+                await self._confirmed[channel].wait()
             yield queue
         finally:
             listeners.discard(queue)
             if not listeners and self._queues.get(channel) is listeners:
                 del self._queues[channel]
                 self._confirmed.pop(channel, None)
-                with contextlib.suppress(redis.RedisError, OSError):
-                    await self._pubsub.unsubscribe(channel)
+                with contextlib.suppress(redis.RedisError):
+                    self._send("UNSUBSCRIBE", channel)
+
+    def _send(self, *words: str) -> None:
+        if self._writer is None or self._writer.is_closing():
+            raise redis.ConnectionError("the stream hub has no connection to Redis")
+        self._writer.write(resp.command(*words))
 
     @contextlib.contextmanager
     def from_inbox(self, run_id: str):
@@ -109,39 +120,57 @@ class Hub:
         self._unclaimed.setdefault(run_id, (now, []))[1].append(frames)
 
     async def _read(self) -> None:
-        """Dispatch what the connection receives. After an outage (redis-py reconnects and subscribes again
-        inside `get_message`) every stream is told to reread the buffer for what it may have missed."""
+        """Connect, subscribe (the inbox and every channel a stream listens on) and dispatch what arrives, for the
+        process's life. After a gap (the connection lost, and made again) every stream is told to reread the buffer
+        for what it may have missed, once Redis has confirmed the subscriptions again."""
         delay, gap = 0.1, False
         while True:
+            writer = None
             try:
-                message = await self._pubsub.get_message(timeout=None)
-            except (redis.RedisError, OSError) as error:
+                reader, writer = await pubsub.connect(self._url, CONNECT_TIMEOUT, name=self.name)
+                writer.write(resp.command("SUBSCRIBE", self.inbox, *self._queues))
+                self._writer = writer
+                self._tried.set()
+                async for replies in pubsub.replies(reader):
+                    if gap:
+                        log.info("stream hub has Redis again")
+                        self._resync()
+                    delay, gap = 0.1, False
+                    for reply in replies:
+                        self._dispatch(reply)
+            except (redis.RedisError, OSError, TimeoutError, hiredis.ProtocolError) as error:
                 if not gap:
                     log.warning("stream hub lost Redis: %s; reconnecting", error)
                     inbox_lost()  # submits stop naming it until it is confirmed again
                 gap = True
-                await asyncio.sleep(delay)
-                delay = min(2 * delay, 2.0)
-                continue
-            if gap:
-                log.info("stream hub has Redis again")
-                for queue in (*(q for listeners in self._queues.values() for q in listeners), *self._direct.values()):
-                    queue.offer(RESYNC)
-            delay, gap = 0.1, False
-            if message is None:
-                continue
-            channel = message["channel"].decode()
-            if message["type"] == "message":
-                if channel == self.inbox:
-                    self._deliver(message["data"])
-                    continue
-                for queue in self._queues.get(channel, ()):
-                    queue.offer(message["data"])
-            elif message["type"] == "subscribe":
-                if channel == self.inbox:
-                    _Inbox.ready = self.inbox
-                elif channel in self._confirmed:
-                    self._confirmed[channel].set()
+            finally:
+                self._writer = None
+                if writer is not None:
+                    writer.close()
+            self._tried.set()
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, 2.0)
+
+    def _resync(self) -> None:
+        for queue in (*(q for listeners in self._queues.values() for q in listeners), *self._direct.values()):
+            queue.offer(RESYNC)
+
+    def _dispatch(self, reply) -> None:
+        if isinstance(reply, Exception):  # a subscription refused (an ACL)
+            log.warning("stream hub: Redis refused a subscription: %s", reply)
+            return
+        kind, channel = reply[0], reply[1]
+        if kind == b"message":
+            if channel == self._inbox_channel:
+                self._deliver(reply[2])
+                return
+            for queue in self._queues.get(channel.decode(), ()):
+                queue.offer(reply[2])
+        elif kind == b"subscribe":
+            if channel == self._inbox_channel:
+                _Inbox.ready = self.inbox
+            elif (confirmed := self._confirmed.get(channel.decode())) is not None:
+                confirmed.set()
 
     def unclaimed(self) -> set[str]:
         """The runs whose events reached the inbox before any stream of this process asked for them."""

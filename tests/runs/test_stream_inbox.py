@@ -68,6 +68,32 @@ def test_events_that_reach_the_inbox_before_their_stream_are_kept_for_it_and_onl
     assert (unclaimed, direct) == ({late}, set())
 
 
+def test_after_its_connection_is_cut_the_hub_subscribes_again_and_tells_every_stream_to_reread(publisher):
+    run_id, other = str(uuid.uuid4()), str(uuid.uuid4())
+    channel = eventbus.channel(run_id)
+
+    async def scenario():
+        hub = await started_hub()
+        async with hub.listening(channel) as listening:
+            with hub.from_inbox(other) as direct:
+                [client] = [c for c in publisher.client_list() if c["name"] == hub.name]
+                publisher.client_kill_filter(_id=client["id"])
+                gaps = [await asyncio.wait_for(queue.get(), 5) for queue in (listening, direct)]
+                ready = await asyncio.wait_for(started_hub(), 5)
+                subscribers = publisher.pubsub_numsub(channel)
+                publisher.publish(channel, event(run_id, 0))
+                publisher.publish(hub.inbox, f"{other}\n{event(other, 0)}")
+                after = [await asyncio.wait_for(queue.get(), 2) for queue in (listening, direct)]
+        return gaps, ready is hub, subscribers, after
+
+    gaps, ready, subscribers, after = asyncio.run(scenario())
+
+    assert gaps == [process_hub.RESYNC, process_hub.RESYNC]
+    assert ready, "the inbox is offered to submits again"
+    assert subscribers == [(channel.encode(), 1)]
+    assert after == [event(run_id, 0).encode(), event(other, 0).encode()]
+
+
 def test_a_stream_that_receives_an_event_past_the_next_one_rereads_the_buffer_first(publisher):
     run_id = str(uuid.uuid4())
     eventbus.sender.send(run_id, [json.loads(event(run_id, i)) for i in range(4)])
