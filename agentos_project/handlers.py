@@ -10,6 +10,7 @@ round trips, which the others overlap (docs/benchmarks.md has the figures behind
 """
 
 import asyncio
+import contextlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,7 +21,7 @@ from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.urls import set_script_prefix
 
 from .conf import current
-from .streaming import LastPart
+from .streaming import Ending, LastPart, PartsResponse
 
 
 class CountingExecutor(ThreadPoolExecutor):
@@ -70,9 +71,10 @@ class SyncChainHandler(ASGIHandler):
     middleware chain and view (and, with synchronous middleware around an asynchronous core, more often still), and
     for `response.close()` (the `request_finished` receivers, which give the database connection back). Every
     view and middleware here is synchronous, so the chain is built synchronous, and the three are one call
-    (`_respond`): for a response with a body, `close()` comes before it is sent, the body being complete by then.
-    A streamed response (SSE, an inline run) is sent as Django sends it, while listening for a disconnect that
-    cancels it, and closed afterwards; a `LastPart` among its parts ends the body with it.
+    (`_respond`): for a response with a body, `close()` comes before it is sent, the body being complete by then;
+    so does `finish()` for a `PartsResponse` (SSE), whose body comes later. A streamed response is sent while
+    listening for a disconnect that cancels it, and closed afterwards: a `PartsResponse` part by part
+    (`send_parts`), another as Django sends it.
     """
 
     def load_middleware(self, is_async=False):
@@ -93,13 +95,6 @@ class SyncChainHandler(ASGIHandler):
         finally:
             body_file.close()
 
-    @classmethod
-    def chunk_bytes(cls, data):
-        if isinstance(data, LastPart):  # whole, so that the `send` of `stream_response` can tell it
-            yield data, True
-        else:
-            yield from super().chunk_bytes(data)
-
     def _respond(self, scope, body_file):
         signals.request_started.send(sender=self.__class__, scope=scope)
         request, response = self.create_request(scope, body_file)
@@ -108,32 +103,54 @@ class SyncChainHandler(ASGIHandler):
             response._handler_class = self.__class__
         if not response.streaming:
             response.close()
+        elif isinstance(response, PartsResponse):
+            response.finish()
         return response
 
     async def stream_response(self, response, receive, send):
         """Send the stream on this task while another listens for the client's disconnect, which cancels the sending,
         unless the body has ended (with a `LastPart`): then what the stream's iterator does after it (its clean-up)
         runs to its end. One task and no `asyncio.wait` per stream, where Django's way makes two and waits twice."""
-        ending = _EndingWithLastPart(send)
-        listening = asyncio.create_task(ending.cut_on_disconnect(receive, asyncio.current_task()))
+        sending = _Sending(send)
+        listening = asyncio.create_task(sending.cut_on_disconnect(receive, asyncio.current_task()))
         try:
-            await self.send_response(response, ending)
+            if isinstance(response, PartsResponse):
+                await send_parts(response, sending)
+            else:
+                await self.send_response(response, sending)
         except asyncio.CancelledError:
-            if not ending.cut:  # cancelled from outside (the server stops): not the client's leaving
+            if not sending.cut:  # cancelled from outside (the server stops): not the client's leaving
                 raise
             asyncio.current_task().uncancel()
         finally:
             listening.cancel()
             # On the event loop, not the request's thread: a streamed response's view gave its database
             # connection back before returning (runs.responses), and the `request_finished` receivers find none
-            # of this thread's to close. No thread is woken for it.
+            # of this thread's to close (a `PartsResponse` has had them already). No thread is woken for it.
             response.close()
 
 
-class _EndingWithLastPart:
-    """`send` for Django's `send_response`: a `LastPart` body goes as the end of the body, and the empty message by
-    which Django ends it afterwards is left out. `ended` once the body has ended (either way); `cut` once the
-    client left before."""
+async def send_parts(response: PartsResponse, send) -> None:
+    """Send `response` as Django's `send_response` sends a streamed one, without its three layers per part: each part
+    encoded as it comes, an `Ending` or a `LastPart` as the end of the body."""
+    await send({"type": "http.response.start", "status": response.status_code, "headers": asgi_headers(response)})
+    async with contextlib.aclosing(response.parts) as parts:
+        async for part in parts:
+            body = part.encode(response.charset) if isinstance(part, str) else bytes(part)
+            last = isinstance(part, Ending | LastPart)
+            await send({"type": "http.response.body", "body": body, "more_body": not last})
+    await send({"type": "http.response.body"})
+
+
+def asgi_headers(response) -> list[tuple[bytes, bytes]]:
+    """The response's headers and cookies as ASGI carries them, as Django's `send_response` makes them."""
+    headers = [(name.encode("ascii"), value.encode("latin1")) for name, value in response.items()]
+    return headers + [(b"Set-Cookie", c.output(header="").encode("ascii").strip()) for c in response.cookies.values()]
+
+
+class _Sending:
+    """`send` of a streamed response: `ended` once its body has ended (the empty message by which Django ends a
+    body after its last part is left out); `cut` once the client left before."""
 
     def __init__(self, send) -> None:
         self.send = send
@@ -144,10 +161,8 @@ class _EndingWithLastPart:
         if message["type"] == "http.response.body":
             if self.ended:
                 if message.get("body") or message.get("more_body"):
-                    raise RuntimeError("a streamed response went on after its LastPart")
+                    raise RuntimeError("a streamed response went on after its last part")
                 return
-            if isinstance(message.get("body"), LastPart):
-                message = {**message, "body": bytes(message["body"]), "more_body": False}
             self.ended = not message.get("more_body", False)
         await self.send(message)
 

@@ -1,5 +1,10 @@
-"""A streamed response that knows its last part, so the end of its body goes out with it (`handlers`)."""
+"""A streamed response whose parts the web process sends itself, its last part as the end of its body
+(`handlers`)."""
 
+import contextlib
+from collections.abc import AsyncIterator
+
+from django.core import signals
 from django.http import StreamingHttpResponse
 
 
@@ -8,14 +13,32 @@ class Ending(str):
 
 
 class LastPart(bytes):
-    """The part of a streamed response after which nothing follows: it goes out as the end of the body, so the
-    server writes the two together (one socket write fewer per stream, and one wake-up fewer for its client)."""
+    """Bytes that end a streamed response, as an `Ending` does text."""
 
 
 class PartsResponse(StreamingHttpResponse):
-    """A streamed response that may end with an `Ending` or a `LastPart` (Django's would make plain bytes of it)."""
+    """A streamed response of text or bytes parts that may end with an `Ending` or a `LastPart`: the end of the body
+    goes out with it (one socket write fewer per stream, and one wake-up fewer for its client).
 
-    def make_bytes(self, value):
-        if isinstance(value, Ending):
-            return LastPart(value.encode(self.charset))
-        return value if isinstance(value, LastPart) else super().make_bytes(value)
+    The web's handler sends the parts as they come (`parts`), and finishes the request (the `request_finished`
+    receivers, which give back what the request's thread holds) on that thread as soon as the view has returned
+    (`finish`); closing the response at the end of its body then closes only its resources."""
+
+    def __init__(self, parts: AsyncIterator, *args, **kwargs):
+        super().__init__(parts, *args, **kwargs)
+        self.parts = parts
+        self.finished = False
+
+    def finish(self) -> None:
+        """Send `request_finished` now, on the request's thread: `close` does not again."""
+        self.finished = True
+        signals.request_finished.send(sender=self._handler_class)
+
+    def close(self) -> None:
+        if not self.finished:
+            return super().close()
+        for closer in self._resource_closers:
+            with contextlib.suppress(Exception):
+                closer()
+        self._resource_closers.clear()
+        self.closed = True

@@ -25,7 +25,8 @@ log = logging.getLogger("agentos.runs")
 
 
 def sse_response(frames: AsyncIterator[str]) -> StreamingHttpResponse:
-    """SSE of `frames` (Django encodes them); those that end the stream (an `Ending`) go out as the end of the body."""
+    """SSE of `frames` (the handler encodes them); the one that ends the stream (an `Ending`) goes out as the end of the
+    body."""
     connection.close()
     response = PartsResponse(frames, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"

@@ -66,6 +66,39 @@ def test_a_request_starts_and_finishes_on_one_shared_thread_before_its_answer_go
     assert (before_start, before_answer) == (0, 0), "nothing was sent before the request finished"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_streamed_requests_finish_comes_on_its_thread_before_its_body_and_not_again(redis_db):
+    seen = []
+    application = SharedThreads(SyncChainHandler(), threads=1)
+    unknown = "00000000-0000-4000-8000-000000000000"
+    scope = {**http_scope(f"/agents/stub-agent/runs/{unknown}/resume"), "method": "POST"}
+    form = b"session_id=nobody&stream=true"
+    form_headers = [(b"content-type", b"application/x-www-form-urlencoded"), (b"content-length", b"%d" % len(form))]
+    scope["headers"] = [*scope["headers"], *form_headers]
+
+    async def call():
+        communicator = ApplicationCommunicator(application, scope)
+
+        def finished(**_):
+            seen.append((threading.current_thread().name, communicator.output_queue.qsize()))
+
+        signals.request_finished.connect(finished, weak=False)
+        try:
+            await communicator.send_input({"type": "http.request", "body": form})
+            messages = [await communicator.receive_output(10)]
+            while messages[-1]["type"] == "http.response.start" or messages[-1].get("more_body"):
+                messages.append(await communicator.receive_output(10))
+            await communicator.wait(10)
+        finally:
+            signals.request_finished.disconnect(finished)
+        return messages
+
+    start, *body = asyncio.run(call())
+
+    assert start["status"] == 200 and b"".join(m.get("body", b"") for m in body).startswith(b"event: error\n")
+    assert seen == [("agentos-sync-0_0", 0)], "once, on the request's thread, before anything was sent"
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 def test_requests_spread_over_as_many_threads_as_agentos_web_threads_says(threads):
     """Six requests at once, each held a moment in its synchronous part (so all six are handed out before one
@@ -159,7 +192,7 @@ def test_a_part_after_the_last_part_is_an_error_not_lost_in_silence():
         server = AsgiServer()
         await SyncChainHandler().stream_response(PartsResponse(chunks()), server.receive, server.send)
 
-    with pytest.raises(RuntimeError, match="went on after its LastPart"):
+    with pytest.raises(RuntimeError, match="went on after its last part"):
         asyncio.run(call())
 
 
