@@ -22,6 +22,7 @@ from . import cpu
 
 AGENT = "stub-agent"
 FINISHED = ("COMPLETED", "ERROR", "CANCELLED")
+CPU_KINDS = ("web", "worker", "sweeper", "postgres", "redis", "client")
 
 
 @dataclasses.dataclass
@@ -302,3 +303,7 @@ def handoff(client: Client, *, sessions: int = 20, runs_per_session: int = 10, s
     if not gaps:
         raise RuntimeError("no run was queued behind another; raise sleep")
     return gaps
+
+
+def cpu_figures(per: str, measured: list, kinds: tuple[str, ...] = CPU_KINDS) -> list[Figure]:
+    return [Figure(f"CPU {per}, {kind}", "ms", [m.cpu[kind] for m in measured]) for kind in kinds]

@@ -9,12 +9,13 @@ from bench.baseline import FloorServer
 from bench.demo import run_scenario
 from bench.fair import figures as mix_figures
 from bench.fair import mix
-from bench.harness import AGENT, Client, Drain, Figure, accept_burst, drain, handoff, percentile
+from bench.harness import AGENT, CPU_KINDS, Client, Drain, Figure, accept_burst, cpu_figures, drain, handoff, percentile
 from bench.hitl import continue_latencies
 from bench.inflight import figures as inflight_figures
 from bench.inflight import inflight
 from bench.journal import journaled, offered
 from bench.replica import ReplicaServer, missing_environment
+from bench.streamed import figures as streamed_figures
 from bench.streams import cancel_times, delivery_delays
 from bench.tooled import AGENT_ID, ModelProcess
 from queueing.models import Ticket
@@ -37,8 +38,6 @@ SCENARIOS = (
     "fair",
     "inflight",
 )
-CPU_KINDS = ("web", "worker", "sweeper", "postgres", "redis", "client")
-SERVER_KINDS = ("web", "worker", "postgres", "redis")
 TOOLED_KINDS = (*CPU_KINDS, "model")
 
 
@@ -151,7 +150,7 @@ class Command(BaseCommand):
             Figure(f"accept latency p50 ({clients} clients)", "ms", [b.p50 for b in bursts]),
             Figure(f"accept latency p99 ({clients} clients)", "ms", [b.p99 for b in bursts]),
             Figure(f"accepts/s ({clients} clients)", "/s", [b.rate for b in bursts]),
-            *_cpu_figures("per accept", bursts),
+            *cpu_figures("per accept", bursts),
         ]
         if floors:
             figures += [
@@ -172,30 +171,19 @@ class Command(BaseCommand):
             Figure("drain's accepts/s (its submits only)", "/s", [d.accepts for d in drains]),
             Figure("drain's accept latency p50", "ms", [d.accept_p50 for d in drains]),
             Figure("drain's accept latency p99", "ms", [d.accept_p99 for d in drains]),
-            *_cpu_figures("per run", drains),
+            *cpu_figures("per run", drains),
         ]
 
     def bench_streamed(self, repeats, **_):
-        """The drain with every run `stream=true`, its stream read to the end, against the plain one, and the CPU of
-        a streamed run over a plain one's by kind. A streamed run is never handed off (a session's next run is sent
-        once its stream ended): `--sessions` = `--runs` makes the plain drain hand none off either (like for like)."""
-        plain, streamed = [], []
-        for _ in range(repeats):
-            plain.append(self._drain_measured(self.client))
-            streamed.append(self._drain_measured(self.client, stream=True))
+        """The drain with every run `stream=true` against the plain one (bench/streamed.py)."""
         name = f"{self.options['runs']} runs / {self.options['sessions']} sessions"
-        pairs = list(zip(streamed, plain, strict=True))
-        return [
-            Figure(f"drain {name}", "runs/s", [d.rate for d in plain]),
-            Figure(f"streamed drain {name}", "runs/s", [d.rate for d in streamed]),
-            *_cpu_figures("per run", plain, SERVER_KINDS),
-            *_cpu_figures("per streamed run", streamed),
-            Figure("streamed / plain", "ratio", [s.rate / p.rate for s, p in pairs]),
-            *[
-                Figure(f"CPU per streamed run / plain, {kind}", "ratio", [s.cpu[kind] / p.cpu[kind] for s, p in pairs])
-                for kind in SERVER_KINDS
+        return streamed_figures(
+            name,
+            [
+                (self._drain_measured(self.client), self._drain_measured(self.client, stream=True))
+                for _ in range(repeats)
             ],
-        ]
+        )
 
     def bench_replicas(self, repeats, **_):
         """The drain over this server alone, over it and a second serve of the same deployment that the benchmark
@@ -220,7 +208,7 @@ class Command(BaseCommand):
         return [
             Figure(f"drain over 1 serve, {name}", "runs/s", [d.rate for d in one]),
             Figure(f"drain over 2 serves, {name}", "runs/s", [d.rate for d in two]),
-            *_cpu_figures("per run over 2 serves", two),
+            *cpu_figures("per run over 2 serves", two),
             Figure("2 serves / 1 (the drains around)", "ratio", ratios),
         ]
 
@@ -355,7 +343,7 @@ class Command(BaseCommand):
         state = "/".join(sorted(states))
         return [
             Figure(f"{name} {state}", "runs/s", [d.rate for d in drains]),
-            *_cpu_figures(f"per tooled run, journal {state}", drains, TOOLED_KINDS),
+            *cpu_figures(f"per tooled run, journal {state}", drains, TOOLED_KINDS),
         ]
 
     def bench_fair(self, repeats, **_):
@@ -375,7 +363,7 @@ class Command(BaseCommand):
         return [
             *mix_figures(name, mixes),
             Figure(drained, "runs/s", [d.rate for d in drains]),
-            *_cpu_figures(f"per run, {drained}", drains),
+            *cpu_figures(f"per run, {drained}", drains),
         ]
 
     def bench_inflight(self, repeats, **_):
@@ -387,14 +375,10 @@ class Command(BaseCommand):
             operations.vacuum_hot_tables()
             measured.append(inflight(self.client, clients=self.options["clients"], database_port=port, **self.inflight))
         name = f"inflight {self.inflight['runs']} runs, sleep={self.inflight['sleep']:g}"
-        return [*inflight_figures(name, measured), *_cpu_figures(f"per run, {name}", measured)]
+        return [*inflight_figures(name, measured), *cpu_figures(f"per run, {name}", measured)]
 
 
 def _database_url() -> str:
     database = connection.settings_dict
     password = f":{database['PASSWORD']}" if database.get("PASSWORD") else ""
     return f"postgresql://{database['USER']}{password}@{database['HOST']}:{database['PORT']}/{database['NAME']}"
-
-
-def _cpu_figures(per: str, measured: list, kinds: tuple[str, ...] = CPU_KINDS) -> list[Figure]:
-    return [Figure(f"CPU {per}, {kind}", "ms", [m.cpu[kind] for m in measured]) for kind in kinds]
