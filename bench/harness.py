@@ -122,20 +122,26 @@ def submit_all(
     replicas: tuple = (),
     agent: str = AGENT,
     users: Callable[[str], str | None] | None = None,
+    rate: float | None = None,
 ) -> list[tuple[str, str, float, float]]:
     """Submit (session, message) pairs to `agent` from `clients` threads, each session's runs in order on one
     thread (with `stream`, each run's stream read to its end before the session's next run is sent). With
     `replicas` (more Clients of the same deployment), the sessions are spread over `client` and them in turn.
-    `users`: the user_id of each session's runs (none by default)."""
+    `users`: the user_id of each session's runs (none by default). `rate`: the sessions start at that many a
+    second, evenly (else each as soon as a thread is free)."""
     by_session: dict[str, list[str]] = {}
     for session_id, message in plan:
         by_session.setdefault(session_id, []).append(message)
     servers = (client, *replicas)
     place = {session_id: servers[n % len(servers)] for n, session_id in enumerate(by_session)}
+    begin = time.monotonic()
+    start = {session_id: begin + n / rate for n, session_id in enumerate(by_session)} if rate else {}
 
     def one_session(item):
         session_id, messages = item
         server = place[session_id]
+        if rate:
+            time.sleep(max(0.0, start[session_id] - time.monotonic()))
         if stream:
             return [(session_id, *server.submit_streamed(session_id, message, agent)) for message in messages]
         user_id = users(session_id) if users else None
@@ -244,18 +250,20 @@ def drain(
     serve: frozenset[int] | None = None,
     users: int = 0,
     sleep: float = 0.0,
+    rate: float | None = None,
 ) -> Drain:
     """Runs of `agent` per second from the first submit to the last completion (completion times as the server
     stored them). With `stream`, every run is submitted with `stream=true` and its stream read to the end; with
     `replicas`, the sessions are spread over them and `client`. With `serve` (`cpu.serve_pids`), the CPU figures
     count no other serve's processes. With `users`, the sessions belong to that many users in turn (else to
-    none). `sleep`: the seconds each run's model call waits."""
+    none). `sleep`: the seconds each run's model call waits. `rate`: the sessions start at that many a second
+    (`submit_all`), so the drain measures a load, not the most the server does."""
     tag = uuid.uuid4().hex[:6]
     plan = [(f"drain-{tag}-{i % sessions}", f"run {i} sleep={sleep:g}") for i in range(runs)]
     owner = (lambda session_id: f"user-{int(session_id.rsplit('-', 1)[1]) % users}") if users else None
     before = client.busy()
     meter = cpu.Meter(serve=serve).start()
-    rows = submit_all(client, plan, clients, stream=stream, replicas=replicas, agent=agent, users=owner)
+    rows = submit_all(client, plan, clients, stream=stream, replicas=replicas, agent=agent, users=owner, rate=rate)
     wait_idle(client, timeout=900, before=before)
     spent = meter.stop()
     first_sent = min(sent for _, _, _, sent in rows)

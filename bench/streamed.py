@@ -2,7 +2,14 @@
 one, and the CPU of a streamed run over a plain one's by kind.
 
 A streamed run is never handed off (a session's next run is sent once its stream ended): `--sessions` = `--runs`
-makes the plain drain hand none off either (like for like)."""
+makes the plain drain hand none off either. Two comparisons:
+- unpaced, each drain as fast as its clients go: the plain submits are a burst, which the server takes in batches
+  (many accepts per wake-up of a thread, many broker messages per write), while a streaming client sends its next
+  run only once its stream ended, so the server meets those one at a time. The ratio mixes what streaming costs
+  with that difference of load.
+- paced (`--streamed-rate`), both drains starting their runs at the same rate, below what either sustains: the
+  same load, one at a time for both, and the ratio is what streaming costs. Its runs/s is that rate, not a
+  capacity."""
 
 from __future__ import annotations
 

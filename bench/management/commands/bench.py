@@ -76,6 +76,9 @@ class Command(BaseCommand):
             "--inflight-runs", type=int, default=1000, help="runs in flight at once (scenario inflight)"
         )
         parser.add_argument(
+            "--streamed-rate", type=float, default=150, help="runs/s of the paced drains (scenario streamed; 0: none)"
+        )
+        parser.add_argument(
             "--inflight-sleep", type=float, default=3.0, help="seconds each in-flight run waits on its model"
         )
 
@@ -91,6 +94,7 @@ class Command(BaseCommand):
         self.mix = {key: options[key] for key in ("big", "small_users", "per_small")} | {"sleep": options["mix_sleep"]}
         self.options = {"clients": clients, "runs": runs, "sessions": sessions}
         self.inflight = {"runs": options["inflight_runs"], "sleep": options["inflight_sleep"]}
+        self.streamed_rate = options["streamed_rate"]
         for name in scenario or SCENARIOS:
             if name == "order" and not unordered_url:
                 self.stdout.write("order: skipped (needs --unordered-url)")
@@ -112,6 +116,8 @@ class Command(BaseCommand):
         replicas: tuple = (),
         agent: str = AGENT,
         serve: frozenset[int] | None = None,
+        rate: float | None = None,
+        clients: int | None = None,
     ) -> Drain:
         operations.vacuum_hot_tables()
         options = self.options
@@ -119,11 +125,12 @@ class Command(BaseCommand):
             client,
             runs=options["runs"],
             sessions=options["sessions"],
-            clients=options["clients"],
+            clients=clients or options["clients"],
             stream=stream,
             replicas=replicas,
             agent=agent,
             serve=serve,
+            rate=rate,
         )
 
     def bench_footprint(self, repeats, **_):
@@ -175,15 +182,16 @@ class Command(BaseCommand):
         ]
 
     def bench_streamed(self, repeats, **_):
-        """The drain with every run `stream=true` against the plain one (bench/streamed.py)."""
+        """The drain with every run `stream=true` against the plain one, unpaced and paced (bench/streamed.py)."""
         name = f"{self.options['runs']} runs / {self.options['sessions']} sessions"
-        return streamed_figures(
-            name,
-            [
-                (self._drain_measured(self.client), self._drain_measured(self.client, stream=True))
-                for _ in range(repeats)
-            ],
-        )
+        rate = self.streamed_rate
+        pace = {"rate": rate, "clients": 4 * self.options["clients"]}  # threads enough for the streams in flight
+        unpaced, paced = [], []
+        for _ in range(repeats):
+            unpaced.append(tuple(self._drain_measured(self.client, stream=s) for s in (False, True)))
+            if rate:
+                paced.append(tuple(self._drain_measured(self.client, stream=s, **pace) for s in (False, True)))
+        return [*streamed_figures(name, unpaced), *(streamed_figures(f"{name}, {rate:g}/s", paced) if rate else [])]
 
     def bench_replicas(self, repeats, **_):
         """The drain over this server alone, over it and a second serve of the same deployment that the benchmark
