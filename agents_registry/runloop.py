@@ -6,8 +6,6 @@ import dataclasses
 import json
 from collections.abc import Sequence
 
-from agentos_project.stacks import release_unused_stack
-
 from .chat_models import Reasoning, ToolCall, Usage
 from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, event_name
@@ -65,7 +63,6 @@ def model_turn(
     parts: list[str] = []
     reasoning: list[str] = []
     asked = {"response_format": response_format} if response_format else {}  # only a model that can is asked
-    release_unused_stack()  # the wait on the model holds only the stack it needs (a thousand runs wait at once)
     for piece in model.stream(messages, tools, ctx, **asked):
         if isinstance(piece, ToolCall):
             turn.calls.append(piece)
