@@ -143,6 +143,10 @@ class Hub:
                     log.warning("stream hub lost Redis: %s; reconnecting", error)
                     inbox_lost()  # submits stop naming it until it is confirmed again
                 gap = True
+            except Exception:  # not an outage: a fault of ours must not end the process's streams for good
+                log.exception("stream hub: dispatching failed; reconnecting")
+                inbox_lost()
+                gap = True
             finally:
                 self._writer = None
                 if writer is not None:

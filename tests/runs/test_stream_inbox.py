@@ -94,6 +94,33 @@ def test_after_its_connection_is_cut_the_hub_subscribes_again_and_tells_every_st
     assert after == [event(run_id, 0).encode(), event(other, 0).encode()]
 
 
+def test_a_fault_in_dispatching_makes_the_hub_reconnect_not_stop(publisher, monkeypatch):
+    run_id = str(uuid.uuid4())
+    channel = eventbus.channel(run_id)
+
+    async def scenario():
+        hub = await started_hub()
+        dispatch = hub._dispatch
+        faults = iter([RuntimeError("a fault of ours")])
+
+        def faulty(reply):
+            if reply[0] == b"message" and (fault := next(faults, None)):
+                raise fault
+            dispatch(reply)
+
+        monkeypatch.setattr(hub, "_dispatch", faulty)
+        async with hub.listening(channel) as queue:
+            publisher.publish(channel, event(run_id, 0))  # lost with the fault
+            gap = await asyncio.wait_for(queue.get(), 5)
+            await asyncio.wait_for(started_hub(), 5)
+            publisher.publish(channel, event(run_id, 1))
+            return gap, await asyncio.wait_for(queue.get(), 2)
+
+    gap, after = asyncio.run(scenario())
+
+    assert (gap, after) == (process_hub.RESYNC, event(run_id, 1).encode())
+
+
 def test_a_stream_that_receives_an_event_past_the_next_one_rereads_the_buffer_first(publisher):
     run_id = str(uuid.uuid4())
     eventbus.sender.send(run_id, [json.loads(event(run_id, i)) for i in range(4)])
