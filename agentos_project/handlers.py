@@ -109,7 +109,7 @@ class SyncChainHandler(ASGIHandler):
 
     async def stream_response(self, response, receive, send):
         """Send the stream on this task while another listens for the client's disconnect, which cancels the sending,
-        unless the body has ended (with a `LastPart`): then what the stream's iterator does after it (its clean-up)
+        unless the body has ended (its last part sent): then what the stream's iterator does after it (its clean-up)
         runs to its end. One task and no `asyncio.wait` per stream, where Django's way makes two and waits twice."""
         sending = _Sending(send)
         listening = asyncio.create_task(sending.cut_on_disconnect(receive, asyncio.current_task()))
