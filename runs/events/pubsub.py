@@ -2,7 +2,7 @@
 all the replies it held handed on together, with no task step and no parser layers per message.
 
 redis-py's `PubSub.get_message` took one task step and a dozen calls through its retry, parser and push-message
-layers for every message; a streamed run gets two or three (docs/benchmarks.md has what that cost the web).
+layers for every message; a streamed run gets about two (docs/benchmarks.md has what that cost the web).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ async def connect(
     url: str, timeout: float, name: str | None = None
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A connection to the Redis of `url` (redis://, rediss:// with redis-py's TLS options, unix://), logged in
-    when the URL names a password and called `name` (CLIENT LIST shows it); RedisError or OSError when it cannot
-    be had within `timeout`."""
+    when the URL names a password and called `name` (CLIENT LIST shows it); RedisError, OSError or TimeoutError
+    (after `timeout`) when it cannot be had."""
     options = parse_url(url)
     greeting = []
     if options.get("password"):
