@@ -39,7 +39,7 @@ class RunContext:
     def wait(self, seconds: float, *, step: float = 0.05) -> bool:
         """Sleep up to `seconds`, waking early when cancelled; True means the run was cancelled."""
         deadline = self.clock() + seconds
-        idle = threading.Event()
+        idle = None  # made only when there is no wake event: each is a lock, a condition and a deque (~1 KB)
         while True:
             if self.cancelled():
                 return True
@@ -49,6 +49,7 @@ class RunContext:
             if self.woken is not None and not self.woken.is_set():
                 self.woken.wait(min(WOKEN_CHECK_SECONDS, left))
             else:
+                idle = idle or threading.Event()
                 idle.wait(min(step, left))
 
 
