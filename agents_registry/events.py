@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 AGENT = "agent"
 TEAM = "team"
 WORKFLOW = "workflow"
@@ -68,8 +70,10 @@ def event_name(kind: str, role: str) -> str:
 STREAM_ENDING_ROLES = ("completed", "error", "cancelled", "paused")
 
 
+@functools.cache
 def stream_ending(kind: str) -> frozenset[str]:
     """The names after which a run of `kind` publishes nothing until it is continued: its stream closes there.
 
-    Only the component's own events count: a team member's `RunCompleted` does not end the team's stream."""
+    Only the component's own events count: a team member's `RunCompleted` does not end the team's stream. One set
+    per kind, shared (every running run's sink and every open stream asks)."""
     return frozenset(event_name(kind, role) for role in STREAM_ENDING_ROLES)
