@@ -1,6 +1,7 @@
 """The pooled PostgreSQL backend: connections closed by one request thread are reused by the next."""
 
 import gc
+import os
 import threading
 import time
 
@@ -61,6 +62,21 @@ def test_a_connection_killed_while_idle_is_replaced_not_handed_out():
     second = on_a_new_thread(backend_pid)
 
     assert second != first
+
+
+def test_a_connection_on_a_descriptor_above_1023_is_reused():
+    """A worker holding thousands of runs has that many descriptors open: the idle check must not refuse them."""
+    held = []
+    try:
+        while not held or held[-1] < 1024:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        first = on_a_new_thread(backend_pid)
+        second = on_a_new_thread(backend_pid)
+    finally:
+        for descriptor in held:
+            os.close(descriptor)
+
+    assert second == first
 
 
 def test_a_connection_left_inside_a_transaction_is_not_pooled():
