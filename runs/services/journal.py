@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from django.db import connection
 
+from agentos_project.postgres.base import release_connection
 from agentos_project.postgres.prepared import Prepared
 from agents_registry.context import PermanentRunError
 from agents_registry.events import event_name
@@ -235,8 +236,7 @@ class RunJournal(Journal):
         with connection.cursor() as cursor:
             cursor.execute(*self._statement(None, self.pending, events))
             owned = cursor.fetchone()[0]
-        if not connection.in_atomic_block:  # a tool or a model call may follow: its connection serves others
-            connection.close()
+        release_connection()  # a tool or a model call may follow: its connection serves others meanwhile
         if not owned:
             log.warning("run=%s attempt=%s fenced: its journal write was refused", self.run.run_id, self.attempt)
             raise RuntimeError(TAKEN)

@@ -7,9 +7,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from django.db import connection
-
 from agentos_project.conf import current
+from agentos_project.postgres.base import release_connection
 from agents_registry.context import PermanentRunError, RunContext, RunRequest, RunResult
 from agents_registry.registry import ComponentNotFound, registry
 
@@ -116,8 +115,7 @@ def run_leg(
     if inputs is None:
         state = AgentSession.objects.values_list("session_state", flat=True).get(pk=run.session_id)
         inputs = state, session_history(session_id=run.session_id, runs=component.num_history_runs)
-    if not connection.in_atomic_block:  # a model call may take minutes: its connection serves others meanwhile
-        connection.close()
+    release_connection()  # a model call may take minutes: its connection serves others meanwhile
     deadline = time.monotonic() + timeout_seconds if timeout_seconds else None
     timed_out = lambda: deadline is not None and time.monotonic() > deadline  # noqa: E731
     stop = lambda: timed_out() or cancelled()  # noqa: E731

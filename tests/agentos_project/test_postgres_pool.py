@@ -7,7 +7,7 @@ import time
 
 import psycopg2
 import pytest
-from django.db import connection
+from django.db import connection, connections, transaction
 
 from agentos_project.postgres.base import (
     ConnectionPool,
@@ -15,6 +15,7 @@ from agentos_project.postgres.base import (
     PoolExhausted,
     Waiter,
     pool_for,
+    release_connection,
     reserved,
     warm,
 )
@@ -77,6 +78,31 @@ def test_a_connection_on_a_descriptor_above_1023_is_reused():
             os.close(descriptor)
 
     assert second == first
+
+
+def test_a_thread_about_to_wait_gives_back_its_connection_and_its_wrapper():
+    def work():
+        pid = backend_pid()
+        release_connection()
+        released = connections.all(initialized_only=True)
+        return pid, released, backend_pid()
+
+    pid, released, pid_after = on_a_new_thread(work)
+
+    assert released == []
+    assert pid_after == pid, "the connection went back to the pool, and came out of it again"
+
+
+def test_a_thread_inside_a_transaction_keeps_its_connection_when_it_would_wait():
+    def work():
+        with transaction.atomic():
+            pid, wrapper = backend_pid(), connections["default"]
+            release_connection()
+            return pid, connections["default"] is wrapper, wrapper.connection is not None, backend_pid()
+
+    pid, same_wrapper, connected, pid_after = on_a_new_thread(work)
+
+    assert (same_wrapper, connected, pid_after) == (True, True, pid)
 
 
 def test_a_connection_left_inside_a_transaction_is_not_pooled():
