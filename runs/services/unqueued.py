@@ -12,11 +12,12 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 from django.db import close_old_connections, connection, transaction
 
 from agentos_project.conf import current
+from agentos_project.elastic import ElasticExecutor
 from agentos_project.exceptions import first_line
 
 from ..models import Run, RunStatus
@@ -32,7 +33,8 @@ UNCAPPED_THREADS = 256
 
 
 class InProcessRunner:
-    """A bounded pool of threads that run `execute(run_id=...)` for runs accepted by this process.
+    """A bounded pool of threads that run `execute(run_id=...)` for runs accepted by this process, made as runs
+    arrive and ended once idle (`ElasticExecutor`).
 
     `size()` is the pool's size (None: UNCAPPED_THREADS), read when the process first uses it.
     """
@@ -42,13 +44,13 @@ class InProcessRunner:
         self._size = size
         self._name = name
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: ElasticExecutor | None = None
         self._pid: int | None = None
 
-    def _executor(self) -> ThreadPoolExecutor:
+    def _executor(self) -> ElasticExecutor:
         with self._lock:
             if self._pid != os.getpid():
-                self._pool = ThreadPoolExecutor(self._size() or UNCAPPED_THREADS, self._name)
+                self._pool = ElasticExecutor(self._size() or UNCAPPED_THREADS, name=self._name)
                 self._pid = os.getpid()
             return self._pool
 

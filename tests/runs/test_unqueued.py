@@ -1,11 +1,15 @@
 """AGENTOS_QUEUE_DURABLE=false: background runs execute in the accepting process, bounded, with no ticket."""
 
+import threading
+
 import pytest
 from django.test import override_settings
 
 from agentos_project.conf import current
+from agentos_project.elastic import ElasticExecutor
 from queueing.models import Ticket
 from runs.models import Run
+from runs.services.unqueued import InProcessRunner
 
 from ..conftest import submit_background, wait_until
 
@@ -29,3 +33,19 @@ def test_runs_execute_in_process_one_slot_at_a_time_beyond_the_cap(api):
     assert runs[second].started_at >= runs[first].completed_at
     assert runs[second].content == "echo: second sleep=0 (history: 0 messages)"
     assert not Ticket.objects.exists()
+
+
+def test_the_in_process_runner_holds_at_most_its_size_of_threads_and_ends_them_once_idle():
+    release, running = threading.Event(), []
+    runner = InProcessRunner(execute=lambda run_id: (running.append(run_id), release.wait(5)), size=lambda: 2)
+    executor = runner._executor()
+    executor.idle_seconds = 0.2
+
+    futures = [runner.start(n) for n in range(3)]
+    wait_until(lambda: len(running) == 2, timeout=5, what="two runs at once")
+    release.set()
+    for future in futures:
+        future.result(timeout=5)
+
+    assert (type(executor), executor.max_workers, sorted(running)) == (ElasticExecutor, 2, [0, 1, 2])
+    wait_until(lambda: not executor._threads, timeout=5, what="the idle threads to end")
