@@ -59,16 +59,8 @@ class ElasticExecutor:
 
     def _serve(self) -> None:
         while (item := self._next()) is not None:
-            future, fn, args, kwargs = item
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                result = fn(*args, **kwargs)
-            except BaseException as error:
-                future.set_exception(error)
-            else:
-                future.set_result(result)
-            del item, future, fn, args, kwargs  # nothing of the work outlives it while the thread waits
+            _run(*item)
+            del item  # nothing of the work outlives it while the thread waits
 
     def _next(self):
         """The next work, or None when this thread ends (idle too long, or shut down), which it leaves then."""
@@ -99,3 +91,14 @@ class ElasticExecutor:
         if wait:
             for thread in threads:
                 thread.join()
+
+
+def _run(future: Future, fn, args, kwargs) -> None:
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        result = fn(*args, **kwargs)
+    except BaseException as error:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
