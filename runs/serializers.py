@@ -1,7 +1,8 @@
 """Input validation for the runs API. Failures become 422 with FastAPI's field-error list (CONTRACT 3.1).
 
 Everything accepted here can be stored: strings without NUL or unpaired surrogates (DRF's CharField refuses
-both), JSON objects nested at most `jsonsafe.MAX_DEPTH` levels with finite numbers only (see `runs.jsonsafe`).
+both), JSON objects nested at most `jsonsafe.MAX_DEPTH` levels with finite numbers only (see
+`agentos_project.jsonsafe`).
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ from rest_framework import serializers
 from rest_framework.fields import empty
 from rest_framework.utils import html
 
+from agentos_project import jsonsafe
 from agentos_project.conf import MAX_TTL_SECONDS
 from agentos_project.units import seconds_text
 from agentos_project.validation import ReusedFields
 from agentos_project.validation import validated as validate_request
-
-from . import jsonsafe
 
 
 class StrictBooleanField(serializers.BooleanField):
@@ -38,7 +38,7 @@ class StrictBooleanField(serializers.BooleanField):
 
 class _JSONField(serializers.Field):
     """A JSON value of type `expected`, sent as a JSON string (form fields) or as itself (JSON bodies), storable
-    as `runs.jsonsafe` checks it."""
+    as `agentos_project.jsonsafe` checks it."""
 
     expected: type
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from agentos_project import jsonsafe
 from queueing.selectors import ticket_by_idempotency_key
 
-from .. import jsonsafe
 from ..exceptions import IdempotencyConflict, IdempotencyKeyInvalid, IdempotencyKeyTooLong, IdempotencyMismatch
 from ..models import RUN_STATUS_OF_TICKET
 from ..submission import Accepted, Submission

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from django.db import connection
 
+from agentos_project.jsonsafe import storable
 from agentos_project.postgres.base import release_connection
 from agentos_project.postgres.prepared import Prepared
 from agents_registry.context import PermanentRunError
@@ -28,7 +29,6 @@ from queueing import metrics
 from queueing.models import Ticket
 
 from ..events.sink import EventSink
-from ..jsonsafe import storable
 from ..models import Run, RunEvent, Step
 from .record import FENCE_MATCHED
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import threading
 
 from agentos_project.conf import current
+from agentos_project.jsonsafe import storable_text
 from agents_registry.registry import ComponentNotFound, registry
 from queueing.models import TicketStatus
 from queueing.seam import Claim, Outcome, Settlement, SettleStatements
 from queueing.shutdown import INTERRUPTED, interrupted, interrupted_outcome, woken_at_interrupt
 
-from ..jsonsafe import storable_text
 from ..models import RUN_STATUS_OF_TICKET, CancellationStage, RunStatus
 from ..selectors import run_for_leg
 from .cancel import run_cancel_by_id

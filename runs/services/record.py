@@ -7,12 +7,12 @@ import json
 
 from django.db import connection
 
+from agentos_project.jsonsafe import storable
 from agentos_project.postgres.prepared import Prepared
 from agents_registry.events import event_name
 from queueing.seam import FENCE
 
 from ..events.sink import EventSink, first_event_index
-from ..jsonsafe import storable
 from ..models import AgentSession, Run, RunEvent
 
 SESSIONS = AgentSession._meta.db_table

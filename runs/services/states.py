@@ -30,6 +30,7 @@ from django.db.models import F
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 
+from agentos_project.jsonsafe import json_or_null, storable
 from agentos_project.postgres.prepared import Prepared, together
 from agents_registry.context import RunResult
 from agents_registry.events import event_name
@@ -37,7 +38,6 @@ from queueing.models import TicketStatus
 from queueing.seam import ADMITTED, CLAIMED, GATE
 
 from ..events.sink import EventSink
-from ..jsonsafe import json_or_null, storable
 from ..models import RUN_STATUS_OF_TICKET, CancellationStage, Run, RunStatus
 from ..selectors import run_pause_asked
 from ..submission import Submission

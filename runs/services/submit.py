@@ -8,12 +8,12 @@ import uuid
 from django.db import IntegrityError
 
 from agentos_project.conf import current
+from agentos_project.jsonsafe import json_or_null
 from queueing import metrics
 from queueing.seam import GATE, NewTicket, Rows
 from queueing.tickets import ticket_accept
 
 from ..exceptions import BackgroundNeedsStore, SessionNotYours
-from ..jsonsafe import json_or_null
 from ..models import AgentSession, Run, RunStatus
 from ..submission import Accepted, Submission
 from .idempotency import idempotent_replay
