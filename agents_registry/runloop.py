@@ -6,6 +6,8 @@ import dataclasses
 import json
 from collections.abc import Sequence
 
+from agentos_project.jsonsafe import storable
+
 from .chat_models import Reasoning, ToolCall, Usage
 from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, event_name
@@ -64,8 +66,8 @@ def model_turn(
     reasoning: list[str] = []
     asked = {"response_format": response_format} if response_format else {}  # only a model that can is asked
     for piece in model.stream(messages, tools, ctx, **asked):
-        if isinstance(piece, ToolCall):
-            turn.calls.append(piece)
+        if isinstance(piece, ToolCall):  # its arguments as the journal stores them, so a replay asks the same
+            turn.calls.append(ToolCall(piece.id, piece.name, storable(piece.arguments)))
             continue
         if isinstance(piece, Usage):
             turn.usage = piece

@@ -16,6 +16,8 @@ import hashlib
 import json
 from collections.abc import Callable
 
+from agentos_project.jsonsafe import storable
+
 MODEL = "model"
 TOOL = "tool"
 COMPLETED = "completed"
@@ -44,8 +46,10 @@ class Recorded:
 
 
 def fingerprint(*parts) -> str:
-    """What identifies a step's request: a digest of its parts (JSON), the same in every process and attempt."""
-    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    """What identifies a step's request: a digest of its parts (JSON) as PostgreSQL stores them (`storable`: a NUL
+    or a lone surrogate is U+FFFD), the same in every process and attempt, so a request built from a replayed
+    answer matches the one built from the live answer it was stored from."""
+    text = json.dumps(storable(parts), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

@@ -1,0 +1,75 @@
+"""What the step journal promises a run (docs/operations.md, "Durable steps"), in one process with the real
+executor: a retry, a continue and a requeue each see what a run without faults would: the session state its
+completed tools left, the history its first attempt saw, and no completed tool called twice. (Kills of real
+workers: tests/e2e/test_durable_steps.py.)"""
+
+from __future__ import annotations
+
+import pytest
+from django.db.models import F
+
+from agents_registry.chat_models import ToolCall
+from agents_registry.components import Agent
+from agents_registry.registry import registry
+from agents_registry.tools import tool
+from queueing.models import Ticket
+from queueing.worker import worker_execute
+from runs.models import Run
+
+from .conftest import accept_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+CALLS: list[str] = []
+
+
+class Scripted:
+    """Answers by how many tool results the request carries after its last user message: `script[n]` is a list of
+    tool calls (name, arguments), or the answer's text; raises at the requests numbered in `fail_at` (1-based, over
+    every request sent)."""
+
+    id, provider = "scripted", "test"
+
+    def __init__(self, script: list):
+        self.script, self.requests, self.fail_at = script, [], set()
+
+    def stream(self, messages, tools, ctx):
+        self.requests.append(list(messages))
+        if len(self.requests) in self.fail_at:
+            raise ConnectionError("the provider went away")
+        last_user = max(number for number, message in enumerate(messages) if message["role"] == "user")
+        done = sum(1 for message in messages[last_user:] if message["role"] == "tool")
+        step = self.script[min(done, len(self.script) - 1)]
+        if isinstance(step, str):
+            yield f"{step} (history: {sum(1 for m in messages if m['role'] == 'user') - 1} earlier turns)"
+            return
+        for number, (name, arguments) in enumerate(step):
+            yield ToolCall(f"call_{done}_{number}", name, arguments)
+
+
+def executed_again(run_id: str) -> None:
+    """The ticket's retry made due now, and executed."""
+    Ticket.objects.filter(pk=run_id).update(available_at=F("created_at"))
+    assert worker_execute(ticket_id=run_id) is True
+
+
+@tool
+def shout(text: str) -> str:
+    """Say it loud, with a NUL."""
+    CALLS.append(f"shout {text}")
+    return f"{text.upper()}\x00!"
+
+
+def test_a_nul_in_a_tools_result_or_arguments_does_not_break_the_replay(redis_db):
+    CALLS.clear()
+    model = Scripted([[("shout", {"text": "a\x00b"})], [("shout", {"text": "c"})], "done"])
+    model.fail_at = {3}
+    registry.register(Agent(id="shouter", model=model, tools=(shout,)))
+    try:
+        run_id = accept_run(session_id="jp-7", component="shouter", max_attempts=2)
+        worker_execute(ticket_id=run_id)
+        executed_again(run_id)
+    finally:
+        registry.unregister("agent", "shouter")
+
+    assert Run.objects.get(pk=run_id).status == "COMPLETED"
+    assert CALLS == ["shout a\ufffdb", "shout c"], "each tool ran once, with its arguments as they are stored"
