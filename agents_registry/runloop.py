@@ -13,7 +13,7 @@ from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, event_name
 from .output import checked, response_format, schema_name
 from .requirements import run_requirements
-from .steps import COMPLETED, FAILED, INTERRUPTED_FAILS, MODEL, OUTCOME_UNKNOWN, STARTED, TOOL, fingerprint
+from .steps import COMPLETED, FAILED, INTERRUPTED_FAILS, MODEL, OUTCOME_UNKNOWN, STARTED, STATE, TOOL, fingerprint
 from .tools import REJECTED, Tool, ToolFailed
 
 
@@ -134,26 +134,29 @@ def run_tool(tool: Tool, execution: dict, ctx: RunContext, kind: str, fields: di
     """Execute a tool call, emitting its started and completed (or error) events; returns the tool message for the
     model: the result, or what went wrong when the call failed in a way the model is told of.
 
-    The journal first: a call it holds as completed is replayed (no call, no event); one a lost attempt started
-    and never finished runs again only if the tool is idempotent, else follows its `on_interrupt`."""
+    The journal first: a call it holds as completed is replayed (no call, no event; the session state it left is
+    restored); one a lost attempt started and never finished runs again only if the tool is idempotent, else
+    follows its `on_interrupt`."""
     call_id, name, arguments = execution["tool_call_id"], execution["tool_name"], execution["tool_args"]
     call = {"name": name, "call_id": call_id, "arguments": arguments}
     recorded = ctx.journal.replay(TOOL, lambda: fingerprint(TOOL, name, call_id, arguments), call)
     if recorded is not None and recorded.status == COMPLETED:
+        _restore_state(ctx, recorded.output)
         return _tool_message(call_id, recorded.output["content"])
     if recorded is not None and recorded.status == STARTED and not tool.idempotent:
         return _interrupted(tool, execution, recorded.attempt, ctx, kind, fields)
     ctx.emit(event_name(kind, "tool_started"), {"tool": execution, **(fields or {})})
     ctx.journal.started()
     started = ctx.clock()
+    before = _state_text(ctx.session_state) if ctx.journal.keeps else None
     try:
         result = tool.call(arguments, ctx)
     except ToolFailed as failure:
         error = str(failure)
         failed = {"tool": {**execution, "result": error, "tool_call_error": True}, "error": error, **(fields or {})}
         announce = lambda: ctx.emit(event_name(kind, "tool_error"), failed)  # noqa: E731
-        took = ctx.clock() - started
-        ctx.journal.completed(TOOL, {"content": error, "error": True}, duration=took, announce=announce)
+        output = {"content": error, "error": True, **_state_left(ctx, before)}
+        ctx.journal.completed(TOOL, output, duration=ctx.clock() - started, announce=announce)
         return _tool_message(call_id, error)
     except Exception as error:  # on_error="fail": the run fails; a retry runs the call again
         failure = {"content": str(error) or type(error).__name__, "error": True}
@@ -161,8 +164,29 @@ def run_tool(tool: Tool, execution: dict, ctx: RunContext, kind: str, fields: di
         raise
     done = {"tool": {**execution, "result": result}, "content": result, **(fields or {})}
     announce = lambda: ctx.emit(event_name(kind, "tool_completed"), done)  # noqa: E731
-    ctx.journal.completed(TOOL, {"content": result}, duration=ctx.clock() - started, announce=announce)
+    output = {"content": result, **_state_left(ctx, before)}
+    ctx.journal.completed(TOOL, output, duration=ctx.clock() - started, announce=announce)
     return _tool_message(call_id, result)
+
+
+def _state_text(state: dict) -> str:
+    return json.dumps(state, sort_keys=True, default=str)
+
+
+def _state_left(ctx: RunContext, before: str | None) -> dict:
+    """What the journal keeps of the session state a tool call left: the whole state when the call changed it (so a
+    replay, which does not call the tool, leaves the same), nothing when it did not or the journal keeps nothing."""
+    if before is None:
+        return {}
+    after = _state_text(ctx.session_state)
+    return {} if after == before else {STATE: json.loads(after)}
+
+
+def _restore_state(ctx: RunContext, output: dict) -> None:
+    """A replayed call's change of the session state, made again: the state it left replaces the one it found."""
+    if STATE in output:
+        ctx.session_state.clear()
+        ctx.session_state.update(output[STATE])
 
 
 def _tool_message(call_id: str, content: str) -> dict:

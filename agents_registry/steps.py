@@ -25,6 +25,7 @@ STARTED = "started"
 FAILED = "failed"  # the tool raised and failed the run (on_error="fail"): a retry runs it again
 INTERRUPTED = "interrupted"  # started by a lost attempt, and failed the run (on_interrupt="fail")
 
+STATE = "session_state"  # in a completed tool call's output: the session state it left, when it changed it
 OUTCOME_UNKNOWN = (
     "The previous attempt of this run started {tool} (call {call_id}) and was lost before it returned: its outcome "
     "is unknown. It was not run again; check before assuming it did or did not take effect."
@@ -55,6 +56,8 @@ def fingerprint(*parts) -> str:
 
 class Journal:
     """No journal: every step runs live and nothing is kept (a run without a ticket, or the journal turned off)."""
+
+    keeps = False  # whether completed steps are kept: then a tool's change of the session state is kept with it
 
     def replay(self, kind: str, fingerprint: Callable[[], str], call: dict | None = None) -> Recorded | None:
         """Begin the next step, `kind` with `fingerprint` (computed only if the journal needs it; a tool `call`:

@@ -91,6 +91,8 @@ class Run(models.Model):
     # ends), and the decisions of every continue so far, for operators and the poll.
     continued_tools = models.JSONField(null=True, blank=True)
     tool_decisions = models.JSONField(default=list, blank=True)
+    # The session state its last leg reached when it paused: the state its continuation starts from.
+    paused_state = models.JSONField(null=True, blank=True)
     # When a cancel was asked of the run while it executed; the watcher reads it when Redis cannot tell it.
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     # The inbox channel of the web process whose client asked for this run's stream when submitting it: its events

@@ -110,6 +110,8 @@ class RunJournal(Journal):
     """The journal of one leg of `run`, as `attempt` executes it; `entries` are what earlier attempts of the same
     leg journaled, by position (`load_entries`)."""
 
+    keeps = True
+
     def __init__(self, run: Run, sink: EventSink, *, attempt: int, entries: dict[int, Step], max_bytes: int):
         self.run, self.sink, self.attempt, self.max_bytes = run, sink, attempt, max_bytes
         self.leg = leg_of(run.tool_decisions)

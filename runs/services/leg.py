@@ -61,14 +61,19 @@ def _context(
     journal: Unjournaled | RunJournal,
     woken: threading.Event | None,
 ) -> RunContext:
-    """What the component sees of the run: its session's state and history, where its events go, and checks."""
+    """What the component sees of the run: its session's state (for a continuation, the state its paused leg
+    reached) and history, where its events go, and checks."""
     state, history = inputs
+    if run.continued_tools is not None and run.paused_state is not None:
+        state = dict(run.paused_state)
+    else:
+        state = {**state, **(run.session_state_input or {})}
     return RunContext(
         run_id=str(run.run_id),
         session_id=run.session_id,
         user_id=run.user_id,
         history=history,
-        session_state={**state, **(run.session_state_input or {})},
+        session_state=state,
         attempt=attempt,
         emit=sink.emit,
         cancelled=cancelled,

@@ -147,6 +147,7 @@ def run_record_leg_calls(*, run_id, attempt: int, leg: LegResult, final: bool, f
             metrics=json_or_null(storable(result.metrics)),
             tools=json_or_null(storable(result.tools)),
             run_messages=json.dumps(storable(result.messages or [])),
+            paused_state=json.dumps(storable(result.session_state)) if status == RunStatus.PAUSED else None,
             cancellation_stage=CancellationStage.EXECUTING if status == RunStatus.CANCELLED else None,
             completed=status != RunStatus.PAUSED,
         )
@@ -174,7 +175,7 @@ _RECORD_RESULT = Prepared(
     f"""
     UPDATE {RUNS} SET next_event_index = %(next_event_index)s, status = %(status)s, content = %(content)s,
            content_type = %(content_type)s, metrics = %(metrics)s, tools = %(tools)s, run_messages = %(run_messages)s,
-           cancellation_stage = %(cancellation_stage)s,
+           paused_state = %(paused_state)s, cancellation_stage = %(cancellation_stage)s,
            completed_at = CASE WHEN %(completed)s THEN statement_timestamp() END,
            continued_tools = NULL  -- this leg applied them
     WHERE run_id = %(run_id)s AND attempt = %(attempt)s AND {FENCE_MATCHED}
@@ -185,6 +186,7 @@ _RECORD_RESULT = Prepared(
         "metrics": "jsonb",
         "tools": "jsonb",
         "run_messages": "jsonb",
+        "paused_state": "jsonb",
         "cancellation_stage": "text",
         "completed": "boolean",
     },

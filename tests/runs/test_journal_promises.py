@@ -5,21 +5,40 @@ workers: tests/e2e/test_durable_steps.py.)"""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.db.models import F
 
 from agents_registry.chat_models import ToolCall
 from agents_registry.components import Agent
+from agents_registry.context import RunContext
 from agents_registry.registry import registry
 from agents_registry.tools import tool
 from queueing.models import Ticket
 from queueing.worker import worker_execute
-from runs.models import Run
+from runs.models import AgentSession, Run
 
 from .conftest import accept_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CALLS: list[str] = []
+
+
+@tool
+def note(text: str, ctx: RunContext) -> str:
+    """Keep a note in the session."""
+    CALLS.append(f"note {text}")
+    ctx.session_state.setdefault("notes", []).append(text)
+    return f"noted {text}"
+
+
+@tool(requires_confirmation=True)
+def refund(amount: int, ctx: RunContext) -> str:
+    """Refund the customer, once a person confirms."""
+    CALLS.append(f"refund {amount}")
+    ctx.session_state["refunded"] = amount
+    return f"refunded {amount}"
 
 
 class Scripted:
@@ -46,10 +65,80 @@ class Scripted:
             yield ToolCall(f"call_{done}_{number}", name, arguments)
 
 
+@pytest.fixture
+def agent():
+    """Registers `Agent(id="notes")` with the tools and a scripted model; yields a function that does it."""
+    registered = []
+
+    def make(script: list) -> Scripted:
+        CALLS.clear()
+        model = Scripted(script)
+        registered.append(registry.register(Agent(id="notes", model=model, tools=(note, refund))))
+        return model
+
+    yield make
+    for component in registered:
+        registry.unregister(component.kind, component.id)
+
+
 def executed_again(run_id: str) -> None:
     """The ticket's retry made due now, and executed."""
     Ticket.objects.filter(pk=run_id).update(available_at=F("created_at"))
     assert worker_execute(ticket_id=run_id) is True
+
+
+def state(session_id: str) -> dict:
+    return AgentSession.objects.get(pk=session_id).session_state
+
+
+def continued(api, run_id: str, session_id: str) -> None:
+    tools = [{**call, "confirmed": True} for call in Run.objects.get(pk=run_id).tools]
+    fields = {"background": "true", "stream": "false", "session_id": session_id, "tools": json.dumps(tools)}
+    response = api.post(f"/agents/notes/runs/{run_id}/continue", fields, format="multipart")
+    assert response.status_code == 202, response.content
+    assert worker_execute(ticket_id=run_id) is True
+
+
+def test_a_replayed_tool_leaves_the_session_state_it_left_the_first_time(agent, redis_db):
+    model = agent([[("note", {"text": "a"})], [("note", {"text": "b"})], "done"])
+    model.fail_at = {3}
+    run_id = accept_run(session_id="jp-1", component="notes", max_attempts=2)
+    assert worker_execute(ticket_id=run_id) is True
+    assert Run.objects.get(pk=run_id).status == "PENDING"
+
+    executed_again(run_id)
+
+    assert Run.objects.get(pk=run_id).status == "COMPLETED"
+    assert CALLS == ["note a", "note b"]
+    assert state("jp-1") == {"notes": ["a", "b"]}
+
+
+def test_a_continuation_starts_from_the_state_its_paused_leg_reached(agent, api, redis_db):
+    agent([[("note", {"text": "a"})], [("refund", {"amount": 5})], "done"])
+    run_id = accept_run(session_id="jp-2", component="notes")
+    assert worker_execute(ticket_id=run_id) is True
+    assert Run.objects.get(pk=run_id).status == "PAUSED"
+    assert state("jp-2") == {}, "a paused run leaves the session's state as it was"
+
+    continued(api, run_id, "jp-2")
+
+    assert Run.objects.get(pk=run_id).status == "COMPLETED"
+    assert state("jp-2") == {"notes": ["a"], "refunded": 5}
+
+
+def test_a_retried_continuation_replays_its_tool_with_the_state_it_left(agent, api, redis_db):
+    model = agent([[("note", {"text": "a"})], [("refund", {"amount": 5})], "done"])
+    model.fail_at = {3}  # the model call after the confirmed refund
+    run_id = accept_run(session_id="jp-3", component="notes", max_attempts=2)
+    worker_execute(ticket_id=run_id)
+    continued(api, run_id, "jp-3")
+    assert Run.objects.get(pk=run_id).status == "PENDING"
+
+    executed_again(run_id)
+
+    assert Run.objects.get(pk=run_id).status == "COMPLETED"
+    assert CALLS == ["note a", "refund 5"]
+    assert state("jp-3") == {"notes": ["a"], "refunded": 5}
 
 
 @tool
