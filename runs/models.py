@@ -93,6 +93,9 @@ class Run(models.Model):
     tool_decisions = models.JSONField(default=list, blank=True)
     # The session state its last leg reached when it paused: the state its continuation starts from.
     paused_state = models.JSONField(null=True, blank=True)
+    # Set when the run is first claimed: its history is its session's runs completed until then, on every attempt
+    # and leg, so a retry or a requeue asks its model what the first attempt asked (and replays it).
+    history_until = models.DateTimeField(null=True, blank=True)
     # When a cancel was asked of the run while it executed; the watcher reads it when Redis cannot tell it.
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     # The inbox channel of the web process whose client asked for this run's stream when submitting it: its events

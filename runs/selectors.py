@@ -29,9 +29,9 @@ def run_get(*, kind: str, component_id: str, run_id: str, session_id: str, visib
 
 RUNS = Run._meta.db_table
 SESSIONS = AgentSession._meta.db_table
-# The run, its session's state and its history window (the messages of the last %(window)s completed runs, or all
-# with NULL), in one statement: what a worker needs to execute a leg. The run's columns are named (not r.*), so a
-# column a later migration adds does not change the prepared statement's result.
+# The run, its session's state and its history window (the messages of the last %(window)s runs completed until
+# the run's `history_until`, or all with NULL), in one statement: what a worker needs to execute a leg. The run's
+# columns are named (not r.*), so a column a later migration adds does not change the prepared statement's result.
 LEG = Prepared(
     "agentos_leg",
     f"""
@@ -39,6 +39,7 @@ LEG = Prepared(
            (SELECT coalesce(jsonb_agg(h.run_messages ORDER BY h.completed_at, h.run_id), '[]')::text
             FROM (SELECT run_messages, completed_at, run_id FROM {RUNS}
                   WHERE session_id = r.session_id AND status = 'COMPLETED'
+                    AND (r.history_until IS NULL OR completed_at <= r.history_until)
                   ORDER BY completed_at DESC, run_id DESC LIMIT %(window)s) AS h) AS leg_history
     FROM {RUNS} AS r JOIN {SESSIONS} AS s ON s.session_id = r.session_id
     WHERE r.run_id = %(run_id)s AND r.attempt = %(attempt)s
@@ -52,8 +53,8 @@ _FROM_DB = [getattr(field, "from_db_value", None) for field in Run._meta.concret
 
 
 def run_for_leg(*, run_id: str, attempt: int, window: int | None) -> tuple[Run, dict, list[dict]] | None:
-    """The run as `attempt` left it, its session's state and its history (`session_history`), in one round trip;
-    None when a newer attempt started the run."""
+    """The run as `attempt` left it, its session's state and its history (`session_history`, as it stood when the
+    run was first claimed), in one round trip; None when a newer attempt started the run."""
     with connection.cursor() as cursor:
         cursor.execute(*LEG.call({"run_id": run_id, "attempt": attempt, "window": window}))
         row = cursor.fetchone()

@@ -71,11 +71,11 @@ ACCEPT_RUN = f"""{ADMITTED} AS (
         RETURNING run_id)"""
 
 # The executor's `start_sql`, in the claiming statement: RUNNING for the claimed attempt unless a newer attempt
-# started it.
+# started it; its history pinned at its first claim (`Run.history_until`).
 START_SQL = (
     f"UPDATE {RUNS} AS r SET status = 'RUNNING', attempt = {CLAIMED}.attempt, "
-    f"started_at = statement_timestamp() FROM {CLAIMED} "
-    f"WHERE r.run_id = {CLAIMED}.id AND r.attempt < {CLAIMED}.attempt"
+    f"started_at = statement_timestamp(), history_until = coalesce(r.history_until, statement_timestamp()) "
+    f"FROM {CLAIMED} WHERE r.run_id = {CLAIMED}.id AND r.attempt < {CLAIMED}.attempt"
 )
 
 

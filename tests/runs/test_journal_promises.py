@@ -16,8 +16,9 @@ from agents_registry.context import RunContext
 from agents_registry.registry import registry
 from agents_registry.tools import tool
 from queueing.models import Ticket
+from queueing.tickets import ticket_requeue
 from queueing.worker import worker_execute
-from runs.models import AgentSession, Run
+from runs.models import AgentSession, Run, Step
 
 from .conftest import accept_run
 
@@ -99,6 +100,11 @@ def continued(api, run_id: str, session_id: str) -> None:
     assert worker_execute(ticket_id=run_id) is True
 
 
+def requeued(run_id: str) -> None:
+    assert ticket_requeue(ticket_id=run_id, grace_seconds=60, force=True).value == "requeued"
+    assert worker_execute(ticket_id=run_id) is True
+
+
 def test_a_replayed_tool_leaves_the_session_state_it_left_the_first_time(agent, redis_db):
     model = agent([[("note", {"text": "a"})], [("note", {"text": "b"})], "done"])
     model.fail_at = {3}
@@ -139,6 +145,43 @@ def test_a_retried_continuation_replays_its_tool_with_the_state_it_left(agent, a
     assert Run.objects.get(pk=run_id).status == "COMPLETED"
     assert CALLS == ["note a", "refund 5"]
     assert state("jp-3") == {"notes": ["a"], "refunded": 5}
+
+
+def test_a_requeue_after_its_session_moved_on_replays_what_it_had_done(agent, redis_db):
+    model = agent([[("note", {"text": "a"})], [("note", {"text": "b"})], "done"])
+    model.fail_at = {3}
+    run_id = accept_run(session_id="jp-4", component="notes", max_attempts=1)
+    worker_execute(ticket_id=run_id)
+    assert Run.objects.get(pk=run_id).status == "ERROR"
+    later = accept_run(session_id="jp-4", component="notes")
+    assert worker_execute(ticket_id=later) is True
+    assert Run.objects.get(pk=later).status == "COMPLETED"
+    CALLS.clear()
+
+    requeued(run_id)
+
+    run = Run.objects.get(pk=run_id)
+    assert run.status == "COMPLETED"
+    assert run.content == "done (history: 0 earlier turns)", "it sees the history its first attempt saw"
+    assert CALLS == [], "its two completed notes were replayed, not made again"
+    assert [step["replays"] for step in Step.objects.filter(run_id=run_id).values("replays")] == [1, 1, 1, 1, 0]
+
+
+def test_a_retry_with_unordered_sessions_replays_though_another_run_completed_meanwhile(agent, redis_db):
+    model = agent([[("note", {"text": "a"})], [("note", {"text": "b"})], "done"])
+    model.fail_at = {3}
+    run_id = accept_run(session_id="jp-5", component="notes", max_attempts=2, per_session=False)
+    worker_execute(ticket_id=run_id)
+    other = accept_run(session_id="jp-5", component="notes", per_session=False)
+    assert worker_execute(ticket_id=other) is True
+    assert Run.objects.get(pk=other).status == "COMPLETED"
+    CALLS.clear()
+
+    executed_again(run_id)
+
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.content) == ("COMPLETED", "done (history: 0 earlier turns)")
+    assert CALLS == []
 
 
 @tool
