@@ -91,6 +91,9 @@ class Run(models.Model):
     # ends), and the decisions of every continue so far, for operators and the poll.
     continued_tools = models.JSONField(null=True, blank=True)
     tool_decisions = models.JSONField(default=list, blank=True)
+    # How many of `tool_decisions` were made before the run last started again from its input (an operator's
+    # requeue of a run that was not continuing): its current leg is the number of decisions made since.
+    decisions_before_restart = models.PositiveIntegerField(default=0, db_default=0)
     # The session state its last leg reached when it paused: the state its continuation starts from.
     paused_state = models.JSONField(null=True, blank=True)
     # Set when the run is first claimed: its history is its session's runs completed until then, on every attempt
@@ -142,11 +145,11 @@ class RunEvent(models.Model):
 
 class Step(models.Model):
     """One step of a run's journal (`runs.services.journal`): a model call or a tool call of a leg, at its
-    `position` in the order the run loop made them, with what it answered. `leg` counts the run's continues (0: the
-    leg that its submit started). Written as each step completes, fenced by the attempt that owns the run."""
+    `position` in the order the run loop made them, with what it answered (its leg: `journal.leg_of`). Written as
+    each step completes, fenced by the attempt that owns the run."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps", db_index=False, db_constraint=False)
-    leg = models.PositiveIntegerField()
+    leg = models.PositiveIntegerField()  # the continues before it since the run last started from its input
     position = models.PositiveIntegerField()
     kind = models.CharField(max_length=8)  # model | tool
     fingerprint = models.CharField(max_length=32)

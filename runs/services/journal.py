@@ -88,9 +88,10 @@ _WRITE = Prepared(
 )
 
 
-def leg_of(tool_decisions: list | None) -> int:
-    """Which leg of its run a run's next (or current) leg is: how many continues it had."""
-    return len(tool_decisions or [])
+def leg_of(run: Run) -> int:
+    """Which leg of its run a run's next (or current) leg is: how many continues it had since it last started from
+    its input (a requeue of a run that was not continuing starts it again from its input: leg 0)."""
+    return len(run.tool_decisions or []) - run.decisions_before_restart
 
 
 class Unjournaled(Journal):
@@ -114,7 +115,7 @@ class RunJournal(Journal):
 
     def __init__(self, run: Run, sink: EventSink, *, attempt: int, entries: dict[int, Step], max_bytes: int):
         self.run, self.sink, self.attempt, self.max_bytes = run, sink, attempt, max_bytes
-        self.leg = leg_of(run.tool_decisions)
+        self.leg = leg_of(run)
         self.entries = entries
         self.replaying = bool(entries)
         self.position = -1
@@ -280,18 +281,19 @@ class RunJournal(Journal):
 
 def load_entries(run: Run) -> dict[int, Step]:
     """What earlier attempts journaled for the leg `run` is about to execute again, by position."""
-    return {step.position: step for step in Step.objects.filter(run_id=run.run_id, leg=leg_of(run.tool_decisions))}
+    return {step.position: step for step in Step.objects.filter(run_id=run.run_id, leg=leg_of(run))}
 
 
 def _continuing_leg(run_id):
     """The journal of the leg a continuing run (a continue's leg queued or executing) is on, and the run's attempt;
     None for a run that is not continuing."""
-    run = Run.objects.filter(pk=run_id, continued_tools__isnull=False).values_list("tool_decisions", "attempt")
+    run = Run.objects.filter(pk=run_id, continued_tools__isnull=False).only(
+        "tool_decisions", "decisions_before_restart", "attempt"
+    )
     found = run.first()
     if found is None:
         return None
-    decisions, attempt = found
-    return Step.objects.filter(run_id=run_id, leg=leg_of(decisions)), attempt
+    return Step.objects.filter(run_id=run_id, leg=leg_of(found)), found.attempt
 
 
 def run_continuation_untouched(*, run_id) -> bool:

@@ -270,9 +270,18 @@ def _execute(calls: list) -> None:
 
 def run_reset_pending(*, run_id, requeued: bool = False) -> None:
     """A run waits again: PENDING, its previous output cleared. A requeued one (a dead letter back in line)
-    also forgets a cancellation asked of it, so it really executes again. Its events stay: the new leg numbers on
-    after them, and its streams go on past the old end (`runs.events.streams.Tail`)."""
-    fields = {"cancel_requested_at": None} if requeued else {}
+    also forgets a cancellation asked of it, so it really executes again; unless it was continuing (its
+    continuation leg failed: that leg runs again), it starts again from its input, its first leg again
+    (`decisions_before_restart`), whose journal it replays. Its events stay: the new leg numbers on after them, and
+    its streams go on past the old end (`runs.events.streams.Tail`)."""
+    fields = {}
+    if requeued:
+        restart = RawSQL(
+            "CASE WHEN continued_tools IS NULL THEN jsonb_array_length(tool_decisions) ELSE decisions_before_restart "
+            "END",
+            [],
+        )
+        fields = {"cancel_requested_at": None, "decisions_before_restart": restart}
     Run.objects.filter(pk=run_id).update(
         status=RunStatus.PENDING,
         content=None,

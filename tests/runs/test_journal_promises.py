@@ -184,6 +184,29 @@ def test_a_retry_with_unordered_sessions_replays_though_another_run_completed_me
     assert CALLS == []
 
 
+def test_a_run_cancelled_after_a_continue_and_requeued_replays_its_first_legs_tools(agent, api, redis_db):
+    agent([[("note", {"text": "a"})], [("refund", {"amount": 5})], [("refund", {"amount": 7})], "done"])
+    run_id = accept_run(session_id="jp-6", component="notes")
+    worker_execute(ticket_id=run_id)
+    continued(api, run_id, "jp-6")  # refunds 5, then pauses again on the refund of 7
+    assert Run.objects.get(pk=run_id).status == "PAUSED"
+    assert api.post(f"/agents/notes/runs/{run_id}/cancel?session_id=jp-6").status_code == 200
+    CALLS.clear()
+
+    requeued(run_id)  # from its input again: it pauses on the refund of 5, as it did
+    assert CALLS == [], "the note of its first leg was replayed"
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, [call["tool_args"] for call in run.tools]) == ("PAUSED", [{"amount": 5}])
+
+    continued(api, run_id, "jp-6")
+    assert CALLS == [], "the refund of 5 its earlier continue confirmed and ran was replayed too"
+    continued(api, run_id, "jp-6")
+
+    assert Run.objects.get(pk=run_id).status == "COMPLETED"
+    assert CALLS == ["refund 7"]
+    assert state("jp-6") == {"notes": ["a"], "refunded": 7}
+
+
 @tool
 def shout(text: str) -> str:
     """Say it loud, with a NUL."""
