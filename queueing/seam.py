@@ -11,6 +11,7 @@ So the work's own rows change atomically with its ticket. The names below are th
 from __future__ import annotations
 
 import dataclasses
+import enum
 import uuid
 from collections.abc import Callable
 from typing import Protocol
@@ -102,6 +103,9 @@ class Outcome:
     retryable: bool = False
     result: object = None
     retry_delay: float | None = None  # a flat delay instead of the backoff (shutdown interruptions)
+    # A retryable failure whose attempt made progress the work keeps (`LostAttempt.RESUME`): queued again even
+    # without budget left, with one more attempt.
+    resume: bool = False
 
     @property
     def yields_to_cancel(self) -> bool:
@@ -132,6 +136,15 @@ class SettleStatements:
     after: Callable[[], None] | None = None
 
 
+class LostAttempt(enum.StrEnum):
+    """What becomes of an attempt without budget left that was lost (its lease went stale) or interrupted by a
+    shutdown (`Executor.lost_attempt`)."""
+
+    FAIL = "fail"  # as any lost attempt: the ticket fails
+    PARK = "park"  # the attempt continued paused work and changed nothing: paused again, to be continued again
+    RESUME = "resume"  # it made progress the work keeps: queued once more, the next attempt goes on from there
+
+
 class Executor(Protocol):
     # The work's start for the attempt just claimed, as SQL: the body of a data-modifying CTE that reads the CTE
     # `CLAIMED` (`(id, attempt)` of the ticket, no row when none was claimed). The claiming statement runs it, so
@@ -157,15 +170,13 @@ class Executor(Protocol):
         """The outcome of an attempt whose `outcome` yields to a cancel asked while it ran (`Outcome.yields_to_cancel`):
         status `cancelled`, with whatever of the attempt's work the work keeps."""
 
-    def parks_lost_attempt(self, ticket_id: str) -> bool:
-        """Whether a lost attempt without budget left should park the ticket back to paused rather than fail it:
-        the attempt continued paused work and died before recording anything, so the work can be continued
-        again."""
+    def lost_attempt(self, ticket_id: str) -> LostAttempt:
+        """What becomes of the ticket's attempt, lost or interrupted without budget left: failed, parked back to
+        paused (it continued paused work and changed nothing), or resumed (it made progress the work kept).
 
-    def resumes_lost_attempt(self, ticket_id: str) -> bool:
-        """Whether a lost attempt without budget left should run once more rather than fail: it made progress the
-        work kept (a continuation of paused work whose journal holds what the lost attempt did), so the next
-        attempt resumes after it."""
+        The sweeper asks inside the transaction that then changes the ticket, with the ticket's row locked: the
+        executor locks its work's row too, so no write of the lost attempt slips in between its answer and the
+        change (a lost attempt's writes are fenced on that row)."""
 
     def forget(self, ticket_ids: list[str]) -> None:
         """Those of `ticket_ids` that no longer exist were pruned: drop what the work keeps only while its ticket

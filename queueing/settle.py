@@ -101,7 +101,8 @@ def _settle_once(claim: Claim, outcome: Outcome, *, hand_off: bool) -> tuple[boo
 
 
 def _settle_as(claim: Claim, outcome: Outcome, *, hand_off: bool) -> tuple[bool, Claim | None]:
-    if outcome.status == TicketStatus.FAILED and outcome.retryable and claim.attempt < claim.max_attempts:
+    budget = claim.attempt < claim.max_attempts or outcome.resume  # a resume is granted one more attempt
+    if outcome.status == TicketStatus.FAILED and outcome.retryable and budget:
         delay = outcome.retry_delay
         if delay is None:
             delay = backoff_delay(attempt=claim.attempt, base_seconds=current().queue.retry_delay_seconds)

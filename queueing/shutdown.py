@@ -2,7 +2,8 @@
 AGENTOS_STOP_TIMEOUT_SECONDS, then interrupt the stragglers.
 
 An interrupted attempt with budget left goes back to the queue (`interrupted by worker shutdown`, after a flat
-AGENTOS_RETRY_DELAY_SECONDS); without budget it fails with that text. Agents see the interruption at their
+AGENTOS_RETRY_DELAY_SECONDS); without budget it ends as a lost attempt would (`Executor.lost_attempt`): failed with
+that text, or, for a continuation, parked back to paused or queued once more. Agents see the interruption at their
 next checkpoint, like a cancellation; one that does not stop within a moment more (blocked in a call) is
 settled from here and the process exits, so it cannot hold the worker past the lease grace. Its late writes
 are fenced off.
@@ -21,7 +22,7 @@ from agentos_project.conf import current
 
 from . import router
 from .models import TicketStatus
-from .seam import Outcome
+from .seam import Claim, LostAttempt, Outcome, get_executor
 
 log = logging.getLogger("agentos.queue")
 INTERRUPTED = "interrupted by worker shutdown"
@@ -84,9 +85,16 @@ def interrupted() -> bool:
     return _State.interrupted.is_set()
 
 
-def interrupted_outcome() -> Outcome:
+def interrupted_outcome(claim: Claim) -> Outcome:
+    """How an attempt the shutdown stopped ends, with `INTERRUPTED`, as the executor answers for a lost attempt
+    (`Executor.lost_attempt`): parked back to paused; or queued again after a flat AGENTOS_RETRY_DELAY_SECONDS while
+    it has budget left, and when it has none if it made progress its work keeps (resumed); else failed."""
+    fate = get_executor().lost_attempt(claim.ticket_id)
+    if fate == LostAttempt.PARK:
+        return Outcome(TicketStatus.PAUSED, error=INTERRUPTED)
+    delay = current().queue.retry_delay_seconds
     return Outcome(
-        TicketStatus.FAILED, error=INTERRUPTED, retryable=True, retry_delay=current().queue.retry_delay_seconds
+        TicketStatus.FAILED, error=INTERRUPTED, retryable=True, retry_delay=delay, resume=fate == LostAttempt.RESUME
     )
 
 
@@ -109,7 +117,7 @@ def begin(*, active_claims, settle, exit_process=os._exit) -> threading.Thread:
             return
         for claim in active_claims.executing():  # one already settling keeps its own outcome (or is swept)
             log.warning("ticket=%s attempt=%s did not stop; settled as interrupted", claim.ticket_id, claim.attempt)
-            settle(claim, interrupted_outcome())
+            settle(claim, interrupted_outcome(claim))
         router.publisher.flush(2)
         for flush in _State.before_exit:
             flush()

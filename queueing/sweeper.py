@@ -21,20 +21,19 @@ from agentos_project.conf import QueueSettings
 
 from . import router
 from .models import Ticket, TicketStatus
-from .seam import get_executor
+from .seam import LostAttempt
 from .tickets import (
     ticket_cancel_stale,
     ticket_expire,
-    ticket_fail_stale,
     ticket_note_dispatch,
-    ticket_park_stale,
     ticket_prune,
     ticket_release_all_held,
-    ticket_resume_stale,
+    ticket_sweep_lost,
 )
 
 log = logging.getLogger("agentos.sweeper")
 BATCH = 500
+LOST_COUNTS = {LostAttempt.FAIL: "failed", LostAttempt.PARK: "parked", LostAttempt.RESUME: "resumed"}
 
 
 @dataclasses.dataclass
@@ -76,13 +75,12 @@ def lost_messages(conf: QueueSettings) -> list:
 
 def sweep_once(conf: QueueSettings) -> SweepReport:
     """One pass: cancel stale leases whose cancel was asked, fail stale leases without budget (or park them back to
-    paused, when the executor says the work is still paused at heart; or queue them once more, when it says the
-    lost attempt made progress it kept), dispatch stale ones with budget (a worker reclaims them), expire queued
-    tickets past their deadline, let in held tickets whose users have room, publish again claimable tickets whose
-    message was lost, and prune terminal tickets past retention.
+    paused, or queue them once more, as the executor answers: `ticket_sweep_lost`), dispatch stale ones with budget
+    (a worker reclaims them), expire queued tickets past their deadline, let in held tickets whose users have room,
+    publish again claimable tickets whose message was lost, and prune terminal tickets past retention.
 
     Each ticket's step runs on its own: one that raises (its transaction rolls back) is logged and counted in
-    `errors`, and the pass goes on with the others.
+    `errors`, the ticket is left as it was for the next pass, and the pass goes on with the others.
     """
     report = SweepReport()
     stale = _stale(conf)
@@ -93,12 +91,9 @@ def sweep_once(conf: QueueSettings) -> SweepReport:
             report.cancelled += 1
     stale = stale.filter(cancel_requested_at__isnull=True)
     for ticket_id in stale.filter(attempt__gte=F("max_attempts")).values_list("pk", flat=True)[:BATCH]:
-        if _step(report, "park", ticket_id, lambda t=str(ticket_id): _park(t, grace)):
-            report.parked += 1
-        elif _step(report, "resume", ticket_id, lambda t=str(ticket_id): _resume(t, grace)):
-            report.resumed += 1
-        elif _step(report, "fail", ticket_id, lambda t=ticket_id: ticket_fail_stale(ticket_id=t, grace_seconds=grace)):
-            report.failed += 1
+        fate = _step(report, "lost", ticket_id, lambda t=ticket_id: ticket_sweep_lost(ticket_id=t, grace_seconds=grace))
+        if fate:
+            setattr(report, LOST_COUNTS[fate], getattr(report, LOST_COUNTS[fate]) + 1)
     reclaimable = stale.filter(attempt__lt=F("max_attempts"), updated_at__lt=Now() - datetime.timedelta(seconds=grace))
     for ticket_id in reclaimable.values_list("pk", flat=True)[:BATCH]:
         if _step(report, "redispatch", ticket_id, lambda t=ticket_id: _redispatch(t)):
@@ -133,22 +128,13 @@ def _redispatch(ticket_id) -> bool:
     return router.publish(ticket_id) and ticket_note_dispatch(ticket_id=ticket_id)
 
 
-def _park(ticket_id: str, grace: float) -> bool:
-    return get_executor().parks_lost_attempt(ticket_id) and ticket_park_stale(ticket_id=ticket_id, grace_seconds=grace)
-
-
-def _resume(ticket_id: str, grace: float) -> bool:
-    return get_executor().resumes_lost_attempt(ticket_id) and ticket_resume_stale(
-        ticket_id=ticket_id, grace_seconds=grace
-    )
-
-
-def _step(report: SweepReport, name: str, ticket_id, action: Callable[[], bool]) -> bool:
-    """Run one ticket's step; an exception is logged and counted, and the pass goes on."""
+def _step(report: SweepReport, name: str, ticket_id, action: Callable[[], object]):
+    """Run one ticket's step; an exception (its transaction rolled back: nothing changed) is logged and counted,
+    the ticket is left for the next pass, and this one goes on."""
     try:
         return action()
     except Exception:
-        log.exception("sweep step %s failed for ticket=%s; the pass goes on", name, ticket_id)
+        log.exception("sweep step %s failed for ticket=%s; left for the next pass", name, ticket_id)
         report.errors += 1
         return False
 

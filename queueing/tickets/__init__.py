@@ -20,6 +20,7 @@ The transition table, which `tests/queueing/test_transitions.py` walks:
     running   cancel                                 running, cancel_requested_at=now()    (its attempt stops)
     running   finish by owner                        completed | failed | cancelled | paused
     running   error by owner, budget left            queued, available_at = now + backoff  (retry)
+    running   interrupted, kept progress, no budget  queued, one more attempt, same place  (retry, resume)
     running   stale, budget spent                    failed                                (sweep)
     running   stale, budget spent, work still paused paused                                (park)
     running   stale, budget spent, work kept progress queued, one more attempt, same place (resume)
@@ -30,6 +31,9 @@ The transition table, which `tests/queueing/test_transitions.py` walks:
     failed    requeue                                queued, one more attempt, new session_seq
     cancelled requeue                                queued, one more attempt, new session_seq
     terminal  prune (older than retention)           deleted
+
+Which of the three changes a stale ticket without budget gets (sweep, park, resume) is the work's executor's answer,
+asked in the transaction that makes it (`ticket_sweep_lost`).
 
 Once a cancel was asked of a running ticket, its attempt can no longer pause it, retry it or have it parked: those
 guards want no cancel asked, and the attempt ends it cancelled instead (`ticket_cancel_asked`, `queueing.settle`).
@@ -66,6 +70,7 @@ from .sweep import (
     ticket_park_stale,
     ticket_prune,
     ticket_resume_stale,
+    ticket_sweep_lost,
 )
 
 __all__ = [
@@ -99,6 +104,7 @@ __all__ = [
     "ticket_requeue",
     "ticket_resume_stale",
     "ticket_retry",
+    "ticket_sweep_lost",
 ]
 
 

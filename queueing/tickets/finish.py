@@ -7,7 +7,7 @@ import functools
 
 from django.db import transaction
 from django.db.models import F
-from django.db.models.functions import Now
+from django.db.models.functions import Greatest, Now
 
 from agentos_project.postgres.prepared import Prepared, together
 
@@ -156,23 +156,24 @@ def _finish_in_one_message(
 
 
 def ticket_retry(*, claim: Claim, outcome: Outcome, delay_seconds: float) -> bool:
-    """An attempt failed with budget left: running → queued, available after `delay_seconds`; keeps its place.
+    """An attempt failed with budget left: running → queued, available after `delay_seconds`; keeps its place. An
+    outcome that resumes (`Outcome.resume`: its attempt made progress the work keeps) is granted one more attempt
+    when it has no budget left (`max_attempts` = attempt + 1), as the sweeper resumes a lost one.
 
     Fenced like `ticket_finish`, and only while no cancel was asked of the ticket. The ticket stays its session's
     head, so the session waits for the retry.
     """
+    owned = ticket_owned(claim, unless_cancel_asked=True)
+    granted = {"max_attempts": Greatest(F("max_attempts"), F("attempt") + 1)} if outcome.resume else {}
     with transaction.atomic():
-        updated = (
-            ticket_owned(claim, unless_cancel_asked=True)
-            .filter(attempt__lt=F("max_attempts"))
-            .update(
-                status=TicketStatus.QUEUED,
-                error=outcome.error,
-                locked_by=None,
-                locked_at=None,
-                available_at=Now() + _seconds(delay_seconds),
-                updated_at=Now(),
-            )
+        updated = (owned if outcome.resume else owned.filter(attempt__lt=F("max_attempts"))).update(
+            status=TicketStatus.QUEUED,
+            error=outcome.error,
+            locked_by=None,
+            locked_at=None,
+            available_at=Now() + _seconds(delay_seconds),
+            updated_at=Now(),
+            **granted,
         )
         if not updated:
             return False

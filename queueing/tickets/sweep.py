@@ -1,5 +1,5 @@
-"""The sweeper's changes: a stale running ticket failed, parked or cancelled; a queued one past its deadline
-expired; old terminal tickets pruned."""
+"""The sweeper's changes: a stale running ticket failed, parked, resumed or cancelled; a queued one past its
+deadline expired; old terminal tickets pruned."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from agentos_project.units import seconds_text
 
 from .. import router
 from ..models import TERMINAL, Ticket, TicketStatus
-from ..seam import Settlement, get_executor
+from ..seam import LostAttempt, Settlement, get_executor
 from ..transition_log import changed, pruned
 from ._sql import TABLE, _seconds, _update_returning, _while, promote_next_head, session_lock
 from .fair import ticket_release_held
@@ -45,25 +45,62 @@ def ticket_fail_stale(*, ticket_id: str, grace_seconds: float) -> bool:
     return True
 
 
+SPENT = "attempt >= max_attempts AND cancel_requested_at IS NULL"
+
+
+def ticket_sweep_lost(*, ticket_id: str, grace_seconds: float) -> LostAttempt | None:
+    """Sweep: a running ticket whose lease is stale, whose budget is spent and whose cancel was not asked → failed,
+    parked or resumed, as the executor answers (`Executor.lost_attempt`): `ticket_fail_stale`, `ticket_park_stale`
+    or `ticket_resume_stale`.
+
+    Decided and changed in one transaction: under the session's lock the ticket's row is locked before the executor
+    is asked, and the executor locks its work's row, so a write of the lost attempt (a zombie that wakes) either
+    came before the answer or finds the change made. Returns what was done; None when the ticket was not such (a
+    heartbeat, another sweep or a cancel won). An answer that raises rolls back and changes nothing: the next pass
+    asks again."""
+    with transaction.atomic():
+        if _stale(ticket_id, grace_seconds, SPENT, lock=True) is None:
+            return None
+        fate = LostAttempt(get_executor().lost_attempt(str(ticket_id)))
+        change = {LostAttempt.PARK: ticket_park_stale, LostAttempt.RESUME: ticket_resume_stale}
+        return fate if change.get(fate, ticket_fail_stale)(ticket_id=ticket_id, grace_seconds=grace_seconds) else None
+
+
 def _change_stale_spent(ticket_id: str, grace_seconds: float, **changes) -> dict | None:
     """Under the session's lock, apply `changes` to the ticket if it is running with a lease older than the grace,
     no budget left and no cancel asked; its session_id, attempt and lost worker if it was, else None (a heartbeat,
     another sweep or a cancel won)."""
-    return _change_stale(ticket_id, grace_seconds, "attempt >= max_attempts AND cancel_requested_at IS NULL", changes)
+    return _change_stale(ticket_id, grace_seconds, SPENT, changes)
+
+
+def _stale(ticket_id: str, grace_seconds: float, condition: str, *, lock: bool = False) -> dict | None:
+    """Under the session's lock (taken here), the ticket's session_id, attempt and lost worker if it is running with
+    a lease older than the grace and `condition` holds (its row locked too, with `lock`); else None."""
+    ticket = Ticket.objects.filter(pk=ticket_id).values("session_id", "attempt", worker=F("locked_by")).first()
+    if ticket is None:
+        return None
+    session_lock(ticket["session_id"])
+    if lock:
+        stale = Ticket.objects.select_for_update().filter(_stale_lease(condition, grace_seconds), pk=ticket_id)
+        if stale.values_list("pk", flat=True).first() is None:
+            return None
+    return ticket
+
+
+def _stale_lease(condition: str, grace_seconds: float):
+    return _while(
+        f"status = 'running' AND {condition} AND locked_at < statement_timestamp() - %s * interval '1 second'",
+        [grace_seconds],
+    )
 
 
 def _change_stale(ticket_id: str, grace_seconds: float, condition: str, changes: dict) -> dict | None:
     """Under the session's lock, apply `changes` (and clear the lease) to the ticket if it is running with a lease
     older than the grace and `condition` holds; its session_id, attempt and lost worker if it was, else None."""
-    ticket = Ticket.objects.filter(pk=ticket_id).values("session_id", "attempt", worker=F("locked_by")).first()
+    ticket = _stale(ticket_id, grace_seconds, condition)
     if ticket is None:
         return None
-    session_lock(ticket["session_id"])
-    stale = _while(
-        f"status = 'running' AND {condition} AND locked_at < statement_timestamp() - %s * interval '1 second'",
-        [grace_seconds],
-    )
-    updated = Ticket.objects.filter(stale, pk=ticket_id).update(
+    updated = Ticket.objects.filter(_stale_lease(condition, grace_seconds), pk=ticket_id).update(
         locked_by=None, locked_at=None, updated_at=Now(), **changes
     )
     return ticket if updated else None

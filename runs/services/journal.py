@@ -27,6 +27,7 @@ from agents_registry.events import event_name
 from agents_registry.steps import COMPLETED, INTERRUPTED, MODEL, STARTED, TOOL, Journal, Recorded
 from queueing import metrics
 from queueing.models import Ticket
+from queueing.seam import LostAttempt
 
 from ..events.sink import EventSink
 from ..models import Run, RunEvent, Step
@@ -284,30 +285,25 @@ def load_entries(run: Run) -> dict[int, Step]:
     return {step.position: step for step in Step.objects.filter(run_id=run.run_id, leg=leg_of(run))}
 
 
-def _continuing_leg(run_id):
-    """The journal of the leg a continuing run (a continue's leg queued or executing) is on, and the run's attempt;
-    None for a run that is not continuing."""
-    run = Run.objects.filter(pk=run_id, continued_tools__isnull=False).only(
-        "tool_decisions", "decisions_before_restart", "attempt"
-    )
-    found = run.first()
-    if found is None:
-        return None
-    return Step.objects.filter(run_id=run_id, leg=leg_of(found)), found.attempt
+def run_lost_continuation(*, run_id) -> LostAttempt:
+    """What becomes of the run's attempt, lost or interrupted with no budget left: a continuing run (a continue's
+    leg) whose leg's journal holds no tool call ran none of the confirmed tools, so it is paused again on the same
+    calls (PARK); one whose attempt completed a step of the leg made progress the journal keeps, so it runs once
+    more and resumes after it (RESUME; a replayed step, or a call only started, is no progress: a tool that kills
+    its worker every time is not resumed for ever). Anything else fails (FAIL).
 
-
-def run_continuation_untouched(*, run_id) -> bool:
-    """Whether `run` is continuing and that leg's journal holds no tool call: it ran none of the confirmed tools, so
-    the run may be paused again on the same calls."""
-    found = _continuing_leg(run_id)
-    return found is not None and not found[0].filter(kind=TOOL).exists()
-
-
-def run_continuation_progressed(*, run_id) -> bool:
-    """Whether `run` is continuing and the attempt executing that leg completed a step of it (a replayed step, or
-    a call it only started, is no progress: a tool that kills its worker every time is not resumed for ever)."""
-    found = _continuing_leg(run_id)
-    return found is not None and found[0].filter(attempt=found[1], status=COMPLETED).exists()
+    Inside a transaction the run's row is locked first (FOR UPDATE): a journal write of the lost attempt, which
+    reads that row FOR SHARE and writes only while the run is RUNNING under its attempt, lands before this reads
+    the journal or after the caller's change, when it is refused."""
+    runs = Run.objects.select_for_update() if connection.in_atomic_block else Run.objects
+    fields = ("tool_decisions", "decisions_before_restart", "attempt")
+    run = runs.filter(pk=run_id, continued_tools__isnull=False).only(*fields).first()
+    if run is None:
+        return LostAttempt.FAIL
+    leg = Step.objects.filter(run_id=run_id, leg=leg_of(run))
+    if not leg.filter(kind=TOOL).exists():
+        return LostAttempt.PARK
+    return LostAttempt.RESUME if leg.filter(attempt=run.attempt, status=COMPLETED).exists() else LostAttempt.FAIL
 
 
 def run_journals_prune(*, run_ids: list[str]) -> int:

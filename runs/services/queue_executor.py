@@ -8,14 +8,14 @@ from agentos_project.conf import current
 from agentos_project.jsonsafe import storable_text
 from agents_registry.registry import ComponentNotFound, registry
 from queueing.models import TicketStatus
-from queueing.seam import Claim, Outcome, Settlement, SettleStatements
-from queueing.shutdown import INTERRUPTED, interrupted, interrupted_outcome, woken_at_interrupt
+from queueing.seam import Claim, LostAttempt, Outcome, Settlement, SettleStatements
+from queueing.shutdown import interrupted, interrupted_outcome, woken_at_interrupt
 
 from ..models import RUN_STATUS_OF_TICKET, CancellationStage, RunStatus
 from ..selectors import run_for_leg
 from .cancel import run_cancel_by_id
 from .cancel_signal import watcher
-from .journal import run_continuation_progressed, run_continuation_untouched, run_journals_prune
+from .journal import run_journals_prune, run_lost_continuation
 from .leg import LegResult, cancelled_leg, run_leg
 from .states import (
     START_SQL,
@@ -67,9 +67,7 @@ class RunExecutor:
             )
         stopped = leg.result is None or leg.result.status == leg.result.CANCELLED
         if stopped and interrupted() and not cancel.is_set():
-            if self.parks_lost_attempt(claim.ticket_id):  # a continuation that changed nothing: paused again
-                return Outcome(TicketStatus.PAUSED, error=INTERRUPTED)
-            return interrupted_outcome()
+            return interrupted_outcome(claim)  # as a lost attempt: a continuation may be parked or resumed
         if leg.result is None:
             error = storable_text(leg.error)  # it lands in the ticket's error as well
             return Outcome(TicketStatus.FAILED, error=error, retryable=not leg.permanent, result=leg)
@@ -87,16 +85,12 @@ class RunExecutor:
             return Outcome(TicketStatus.CANCELLED, result=cancelled_leg(leg))
         return Outcome(TicketStatus.CANCELLED)  # no leg ran (an interrupted one): settled by `settle`
 
-    def parks_lost_attempt(self, ticket_id: str) -> bool:
-        """A continuation leg lost before it started a confirmed tool (its journal holds no tool call of the leg)
-        can be continued again; one that started a tool is not offered for confirmation again."""
-        return run_continuation_untouched(run_id=ticket_id)
-
-    def resumes_lost_attempt(self, ticket_id: str) -> bool:
-        """A continuation leg lost after it started a confirmed tool runs once more: its journal has that tool's
-        call, so the next attempt resumes after it (a completed tool is not run twice; an unfinished one follows
-        its `on_interrupt`). Only if the lost attempt itself journaled a step: one that made no progress fails."""
-        return run_continuation_progressed(run_id=ticket_id)
+    def lost_attempt(self, ticket_id: str) -> LostAttempt:
+        """A continuation leg lost (or interrupted) before it started a confirmed tool is continued again (parked);
+        one that completed a step runs once more and resumes after it, replaying its journal (a completed tool is
+        not run twice; an unfinished one follows its `on_interrupt`); anything else fails
+        (`run_lost_continuation`)."""
+        return run_lost_continuation(run_id=ticket_id)
 
     def forget(self, ticket_ids: list[str]) -> None:
         """Pruned tickets' runs keep their record and events, not their journals: no attempt will replay them."""

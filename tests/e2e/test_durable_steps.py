@@ -17,6 +17,7 @@ from django.db.models import F
 
 from agents_registry.steps import INTERRUPTED_FAILS, OUTCOME_UNKNOWN
 from queueing.models import Ticket
+from queueing.shutdown import INTERRUPTED
 from runs.models import Run, RunEvent, Step
 
 from ..agents_registry.user_modules.ledger import EFFECTS, INSTRUCTIONS
@@ -57,7 +58,7 @@ def ledger(start_web, start_worker, start_sweeper, fake_openai, tmp_path):
     """A web replica and a sweeper serving the ledger agent (`components` names the module's function), and a
     worker of one slot whose `send_email` hangs while the file `hang` exists; the fake model scripted with TRIP."""
 
-    def start(components: str = "components", max_attempts: int = 2):
+    def start(components: str = "components", max_attempts: int = 2, **more: str):
         hang = tmp_path / "hang"
         hang.touch()
         env = {
@@ -66,6 +67,7 @@ def ledger(start_web, start_worker, start_sweeper, fake_openai, tmp_path):
             "AGENTOS_MAX_ATTEMPTS": str(max_attempts),
             "LEDGER_HANG": str(hang),
             **GRACE,
+            **more,
         }
         fake_openai.answer(*TRIP)
         web = start_web(**env)
@@ -215,23 +217,30 @@ def test_a_frozen_attempt_that_wakes_writes_nothing_into_its_successors_journal(
     assert effects()["send_email"] == 1, "the successor reported the call it found unfinished, and ran it not"
 
 
-def test_a_continuation_killed_after_its_confirmed_tool_resumes_after_it(ledger, start_worker, effects, fake_openai):
-    web, worker, env, hang = ledger("refunds", max_attempts=1)
+def continued_into_the_slow_model_call(web, fake_openai, session_id: str) -> str:
+    """Submit the refund, confirm it when the run pauses, and wait until its continuation, the refund done, waits
+    on the model's next answer (60 s); the run's id."""
     fake_openai.answer(
         Answer(tool_calls=[("call_r", "refund", {"amount": 30})]),
-        Answer(text="never seen: the worker dies while waiting for it", delay=60),
+        Answer(text="never seen: the worker stops while waiting for it", delay=60),
         Answer(text="Refunded 30 EUR."),
     )
-    run_id = web.submitted("refund-1", "refund my 30 EUR", prefix=LEDGER)
-    paused = web.wait_status(run_id, "refund-1", "PAUSED", prefix=LEDGER, timeout=30)
+    run_id = web.submitted(session_id, "refund my 30 EUR", prefix=LEDGER)
+    paused = web.wait_status(run_id, session_id, "PAUSED", prefix=LEDGER, timeout=30)
     confirmed = json.dumps([{**call, "confirmed": True} for call in paused["tools"]])
     answer = requests.post(
         f"{web.url}{LEDGER}/runs/{run_id}/continue",
-        data={"tools": confirmed, "session_id": "refund-1", "background": "true", "stream": "false"},
+        data={"tools": confirmed, "session_id": session_id, "background": "true", "stream": "false"},
         timeout=30,
     )
     assert answer.status_code == 202, answer.text
     wait_until(lambda: len(fake_openai.requests) == 2, timeout=30, what="the model call after the refund")
+    return run_id
+
+
+def test_a_continuation_killed_after_its_confirmed_tool_resumes_after_it(ledger, start_worker, effects, fake_openai):
+    web, worker, env, hang = ledger("refunds", max_attempts=1)
+    run_id = continued_into_the_slow_model_call(web, fake_openai, "refund-1")
     worker.signal(signal.SIGKILL)
     start_worker(concurrency=1, **env)
 
@@ -246,3 +255,22 @@ def test_a_continuation_killed_after_its_confirmed_tool_resumes_after_it(ledger,
     assert polled["queue_attempt"] == 3, "the lost continuation was queued once more, not failed"
     told = [m for m in fake_openai.requests[2]["messages"] if m["role"] == "tool"]
     assert told == [{"role": "tool", "tool_call_id": "call_r", "content": "refunded 30 EUR"}]
+
+
+def test_a_continuation_a_warm_shutdown_stops_after_its_confirmed_tool_resumes_after_it(
+    ledger, start_worker, effects, fake_openai
+):
+    stop_soon = {"AGENTOS_STOP_TIMEOUT_SECONDS": "1", "AGENTOS_RETRY_DELAY_SECONDS": "0"}
+    web, worker, env, hang = ledger("refunds", max_attempts=1, **stop_soon)
+    run_id = continued_into_the_slow_model_call(web, fake_openai, "refund-2")
+    worker.signal(signal.SIGTERM)  # drains 1 s, then settles the attempt blocked in its model call, and exits
+    assert worker.process.wait(timeout=20) == 0
+    job = web.get(f"/queue/jobs/{run_id}")
+    assert (job["status"], job["error"], job["attempt"], job["max_attempts"]) == ("queued", INTERRUPTED, 2, 3)
+    start_worker(concurrency=1, **env)
+
+    polled = web.wait_status(run_id, "refund-2", "COMPLETED", prefix=LEDGER, timeout=40)
+
+    assert polled["content"] == "Refunded 30 EUR."
+    assert effects() == {"refund": 1}, "the confirmed tool ran once: a SIGTERM saves what a SIGKILL saves"
+    assert polled["queue_attempt"] == 3

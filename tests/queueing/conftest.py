@@ -14,7 +14,7 @@ import time
 import uuid
 
 import pytest
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import F
 
 from agentos_project.postgres.prepared import Prepared
@@ -23,6 +23,7 @@ from queueing.seam import (
     CLAIMED,
     FENCE,
     Claim,
+    LostAttempt,
     NewTicket,
     Outcome,
     Settlement,
@@ -65,7 +66,7 @@ class FakeExecutor:
     ("completed", "failed", "paused", "cancelled", "raise" for an executor that raises, "unstorable" for a
     result with a NUL, which the driver cannot send; the last entry repeats), `sleep` the seconds each attempt
     takes. A settle of a ticket in `refuse` fails; a lost attempt of a ticket in `parked` is parked back to paused,
-    one of a ticket in `resumed` queued once more.
+    one of a ticket in `resumed` queued once more, and asking about one in `unanswered` raises.
 
     As the runs app does, the claiming statement starts the job (`start_sql`: a row in `JOBS`, with the database's
     clock at the claim) and a finish is settled by statements sent with the ticket's change (`settle_statements`,
@@ -81,6 +82,7 @@ class FakeExecutor:
     refuse: set[str] = dataclasses.field(default_factory=set)
     parked: set[str] = dataclasses.field(default_factory=set)
     resumed: set[str] = dataclasses.field(default_factory=set)
+    unanswered: set[str] = dataclasses.field(default_factory=set)
     forgotten: list[str] = dataclasses.field(default_factory=list)
     cancels: list[str] = dataclasses.field(default_factory=list)
 
@@ -132,11 +134,12 @@ class FakeExecutor:
             raise ValueError("A string literal cannot contain NUL (0x00) characters.")
         self.settlements.append(settlement)
 
-    def parks_lost_attempt(self, ticket_id: str) -> bool:
-        return ticket_id in self.parked
-
-    def resumes_lost_attempt(self, ticket_id: str) -> bool:
-        return ticket_id in self.resumed
+    def lost_attempt(self, ticket_id: str) -> LostAttempt:
+        if ticket_id in self.unanswered:
+            raise OperationalError("the database went away while the executor was asked")
+        if ticket_id in self.parked:
+            return LostAttempt.PARK
+        return LostAttempt.RESUME if ticket_id in self.resumed else LostAttempt.FAIL
 
     def forget(self, ticket_ids: list[str]) -> None:
         self.forgotten += ticket_ids

@@ -98,6 +98,24 @@ def test_a_ticket_whose_step_raises_does_not_stop_the_pass(redis_db, executor):
     assert sweep_once(conf(lock_grace_seconds=60)).failed == 1, "and is done on the next pass"
 
 
+def test_a_lost_attempt_whose_fate_cannot_be_asked_is_left_for_the_next_pass(redis_db, executor):
+    ticket_id = accept(session_id="blip-1")
+    claim(ticket_id)
+    backdate(ticket_id)
+    before = snapshot(ticket_id)
+    executor.unanswered.add(ticket_id)  # a database blip while the executor is asked
+
+    report = sweep_once(conf(lock_grace_seconds=60))
+
+    assert (report.failed, report.parked, report.resumed, report.errors) == (0, 0, 0, 1)
+    assert snapshot(ticket_id) == before, "not failed for good: nothing changed"
+    assert executor.settled(ticket_id) == []
+    executor.unanswered.clear()
+    executor.parked.add(ticket_id)
+    assert sweep_once(conf(lock_grace_seconds=60)).parked == 1, "the next pass asks again"
+    assert snapshot(ticket_id)["status"] == "paused"
+
+
 def test_a_stale_lease_whose_job_is_still_paused_at_heart_is_parked_back_to_paused(redis_db, executor):
     parked, failed = accept(session_id="park-1"), accept(session_id="park-2")
     behind = accept(session_id="park-1")

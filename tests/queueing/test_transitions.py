@@ -141,6 +141,16 @@ def test_retry_without_budget_changes_nothing(db):
     assert snapshot(ticket_id) == before
 
 
+def test_a_retry_that_resumes_is_granted_one_more_attempt_without_budget(db):
+    ticket_id, owner = ticket_in("running", max_attempts=1)
+    before = snapshot(ticket_id)
+
+    assert ticket_retry(claim=owner, outcome=Outcome("failed", retryable=True, resume=True), delay_seconds=0)
+    row = snapshot(ticket_id)
+    assert (row["status"], row["attempt"], row["max_attempts"], row["locked_by"]) == ("queued", 1, 2, None)
+    assert (row["is_head"], row["session_seq"]) == (before["is_head"], before["session_seq"]), "in its place"
+
+
 def test_sweep_fails_a_stale_lease_without_budget(db, executor):
     ticket_id, _ = ticket_in("running", max_attempts=1)
     assert not ticket_fail_stale(ticket_id=ticket_id, grace_seconds=60), "fresh lease"

@@ -5,20 +5,30 @@ workers: tests/e2e/test_durable_steps.py.)"""
 
 from __future__ import annotations
 
+import datetime
 import json
+import threading
 
 import pytest
+from django.db import connection
 from django.db.models import F
 
+from agentos_project.conf import current
 from agents_registry.chat_models import ToolCall
 from agents_registry.components import Agent
 from agents_registry.context import RunContext
 from agents_registry.registry import registry
+from agents_registry.steps import TOOL
 from agents_registry.tools import tool
+from queueing import shutdown
 from queueing.models import Ticket
-from queueing.tickets import ticket_requeue
+from queueing.seam import get_executor, register_executor
+from queueing.sweeper import sweep_once
+from queueing.tickets import ticket_claim, ticket_requeue
 from queueing.worker import worker_execute
+from runs.events.sink import EventSink
 from runs.models import AgentSession, Run, Step
+from runs.services.journal import TAKEN, RunJournal
 
 from .conftest import accept_run
 
@@ -39,6 +49,15 @@ def refund(amount: int, ctx: RunContext) -> str:
     """Refund the customer, once a person confirms."""
     CALLS.append(f"refund {amount}")
     ctx.session_state["refunded"] = amount
+    return f"refunded {amount}"
+
+
+@tool(requires_confirmation=True)
+def refund_at_shutdown(amount: int, ctx: RunContext) -> str:
+    """Refund the customer; the worker's drain window closes as it returns."""
+    CALLS.append(f"refund {amount}")
+    ctx.session_state["refunded"] = amount
+    shutdown._interrupt()
     return f"refunded {amount}"
 
 
@@ -74,7 +93,7 @@ def agent():
     def make(script: list) -> Scripted:
         CALLS.clear()
         model = Scripted(script)
-        registered.append(registry.register(Agent(id="notes", model=model, tools=(note, refund))))
+        registered.append(registry.register(Agent(id="notes", model=model, tools=(note, refund, refund_at_shutdown))))
         return model
 
     yield make
@@ -228,3 +247,80 @@ def test_a_nul_in_a_tools_result_or_arguments_does_not_break_the_replay(redis_db
 
     assert Run.objects.get(pk=run_id).status == "COMPLETED"
     assert CALLS == ["shout a\ufffdb", "shout c"], "each tool ran once, with its arguments as they are stored"
+
+
+class Racing:
+    """The registered executor, but while the sweeper has it answer for a lost attempt, a zombie of that attempt
+    (`write`) tries to journal its confirmed tool's start: given up to a second to get in."""
+
+    def __init__(self, executor, write):
+        self.executor, self.write, self.outcome = executor, write, []
+
+    def __getattr__(self, name):
+        return getattr(self.executor, name)
+
+    def lost_attempt(self, ticket_id):
+        answer = self.executor.lost_attempt(ticket_id)
+        zombie = threading.Thread(target=self._zombie)
+        zombie.start()
+        zombie.join(1.0)
+        self.thread = zombie
+        return answer
+
+    def _zombie(self):
+        try:
+            self.write()
+            self.outcome.append("written")
+        except RuntimeError as refused:
+            self.outcome.append(str(refused))
+        finally:
+            connection.close()
+
+
+def test_a_zombie_continuation_cannot_start_its_tool_between_the_sweepers_answer_and_the_park(agent, api, redis_db):
+    agent([[("refund", {"amount": 5})], "done"])
+    run_id = accept_run(session_id="jp-8", component="notes")
+    worker_execute(ticket_id=run_id)
+    fields = {"background": "true", "stream": "false", "session_id": "jp-8"}
+    tools = [{**call, "confirmed": True} for call in Run.objects.get(pk=run_id).tools]
+    assert api.post(f"/agents/notes/runs/{run_id}/continue", {**fields, "tools": json.dumps(tools)}).status_code == 202
+    claim = ticket_claim(ticket_id=run_id, worker_id="frozen", grace_seconds=60)  # its worker then froze
+    Ticket.objects.filter(pk=run_id).update(locked_at=F("locked_at") - datetime.timedelta(hours=1))
+    run = Run.objects.get(pk=run_id)
+
+    def write():  # what the zombie does first when it wakes: journal the confirmed refund's start
+        journal = RunJournal(run, EventSink(run, claim.attempt, 0), attempt=claim.attempt, entries={}, max_bytes=1024)
+        journal.replay(TOOL, lambda: "f" * 32, {"name": "refund", "call_id": "call_0_0", "arguments": {"amount": 5}})
+        journal.started()
+
+    racing = Racing(get_executor(), write)
+    register_executor(racing)
+    try:
+        report = sweep_once(current().queue)
+    finally:
+        register_executor(racing.executor)
+    racing.thread.join(10)
+
+    assert report.parked == 1
+    assert Run.objects.get(pk=run_id).status == "PAUSED"
+    assert racing.outcome == [TAKEN], "the zombie's write waited for the park, then was refused: no refund ran"
+    assert not Step.objects.filter(run_id=run_id, kind=TOOL).exists()
+
+
+def test_a_continuation_interrupted_by_a_shutdown_after_its_tool_resumes_though_it_has_no_budget(agent, api, redis_db):
+    agent([[("refund_at_shutdown", {"amount": 5})], "done"])
+    run_id = accept_run(session_id="jp-9", component="notes")
+    worker_execute(ticket_id=run_id)
+    try:
+        continued(api, run_id, "jp-9")  # the refund runs, then the drain window closes: the leg stops
+    finally:
+        shutdown._State.interrupted.clear()
+    ticket = Ticket.objects.get(pk=run_id)
+    assert (ticket.status, ticket.attempt, ticket.max_attempts, ticket.error) == ("queued", 2, 3, shutdown.INTERRUPTED)
+    assert Run.objects.get(pk=run_id).status == "PENDING"
+
+    executed_again(run_id)
+
+    assert Run.objects.get(pk=run_id).status == "COMPLETED"
+    assert CALLS == ["refund 5"], "the next attempt replayed the refund"
+    assert state("jp-9") == {"refunded": 5}
