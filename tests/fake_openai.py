@@ -8,6 +8,7 @@ import dataclasses
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -30,6 +31,7 @@ class Answer:
 class FakeOpenAI:
     def __init__(self) -> None:
         self.script: list[Answer] = [Answer(text="Hello, world")]
+        self.responder: Callable[[dict], Answer] | None = None
         self.requests: list[dict] = []
         self._lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -39,11 +41,18 @@ class FakeOpenAI:
     def answer(self, *answers: Answer) -> None:
         """Script the next requests' answers."""
         with self._lock:
-            self.script = list(answers)
+            self.script, self.responder = list(answers), None
+
+    def respond(self, responder: Callable[[dict], Answer]) -> None:
+        """Answer each request by what it asks (`responder(request)`), as a model does, rather than in order."""
+        with self._lock:
+            self.responder = responder
 
     def next_answer(self, request: dict) -> Answer:
         with self._lock:
             self.requests.append(request)
+            if self.responder is not None:
+                return self.responder(request)
             return self.script.pop(0) if len(self.script) > 1 else self.script[0]
 
     def close(self) -> None:

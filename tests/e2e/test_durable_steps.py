@@ -18,7 +18,7 @@ from django.db.models import F
 from agents_registry.steps import INTERRUPTED_FAILS, OUTCOME_UNKNOWN
 from queueing.models import Ticket
 from queueing.shutdown import INTERRUPTED
-from runs.models import Run, RunEvent, Step
+from runs.models import AgentSession, Run, RunEvent, Step
 
 from ..agents_registry.user_modules.ledger import EFFECTS, INSTRUCTIONS
 from ..conftest import metric_samples, wait_until
@@ -274,3 +274,55 @@ def test_a_continuation_a_warm_shutdown_stops_after_its_confirmed_tool_resumes_a
     assert polled["content"] == "Refunded 30 EUR."
     assert effects() == {"refund": 1}, "the confirmed tool ran once: a SIGTERM saves what a SIGKILL saves"
     assert polled["queue_attempt"] == 3
+
+
+def test_a_run_killed_after_its_tools_changed_the_session_state_ends_with_that_state(
+    ledger, start_worker, effects, fake_openai
+):
+    web, worker, env, hang = ledger()
+    run_id = killed_inside_the_third_tool(web, worker, effects, hang, "trip-6")
+    start_worker(concurrency=1, **env)
+
+    web.wait_status(run_id, "trip-6", "COMPLETED", prefix=LEDGER, timeout=40)
+
+    state = AgentSession.objects.get(pk="trip-6").session_state
+    print("\nsession state after a kill inside send_email and the retry:", state)
+    assert state == {"seat": "12A on LH 400", "charged": [420]}, "the replayed tools' changes, each made once"
+    assert effects() == {"reserve_seat": 1, "charge_card": 1, "send_email": 1}
+
+
+def by_turn(request: dict) -> Answer:
+    """The trip's next answer, by how many tool results the request carries after its last user message."""
+    messages = request["messages"]
+    last_user = max(number for number, message in enumerate(messages) if message["role"] == "user")
+    return TRIP[min(sum(1 for message in messages[last_user:] if message["role"] == "tool"), len(TRIP) - 1)]
+
+
+def test_a_requeue_after_later_runs_of_its_session_completed_repeats_no_completed_tool(
+    ledger, start_worker, effects, fake_openai
+):
+    web, worker, env, hang = ledger(max_attempts=1)
+    fake_openai.respond(by_turn)
+    first = killed_inside_the_third_tool(web, worker, effects, hang, "trip-7")
+    start_worker(concurrency=1, **env)
+    web.wait_status(first, "trip-7", "ERROR", prefix=LEDGER, timeout=40)
+    later = web.submitted("trip-7", "and book my way back", prefix=LEDGER)
+    web.wait_status(later, "trip-7", "COMPLETED", prefix=LEDGER, timeout=40)
+    asked = len(fake_openai.requests)
+
+    requeued = requests.post(f"{web.url}/queue/jobs/{first}/requeue", params={"force": "true"}, timeout=10)
+    assert requeued.status_code == 200, requeued.text
+    polled = web.wait_status(first, "trip-7", "COMPLETED", prefix=LEDGER, timeout=40)
+
+    ledger_of_first = effects_of(first)
+    print("\nside effects of a run requeued after a later run of its session completed:", ledger_of_first)
+    assert ledger_of_first == {"reserve_seat": 1, "charge_card": 1, "send_email": 1}
+    assert len(fake_openai.requests) - asked == 1, "its three model calls replayed; only the one after send_email"
+    assert polled["steps_replayed"] == 5
+    assert effects_of(later) == {"reserve_seat": 1, "charge_card": 1, "send_email": 1}
+
+
+def effects_of(run_id: str) -> dict[str, int]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT tool, count(*) FROM {EFFECTS} WHERE run_id = %s GROUP BY tool", [run_id])
+        return dict(cursor.fetchall())

@@ -1,7 +1,7 @@
 """A user's agent whose three tools have side effects, each counted as a row of `EFFECTS` (a table the test makes):
-reserve a seat, charge a card, send an email. `send_email` writes its row, then hangs while the file LEDGER_HANG
-names exists, so a test can kill (or freeze) the worker inside it. The model is the tests' fake OpenAI server
-(FAKE_OPENAI_URL)."""
+reserve a seat, charge a card (both kept in the session state too), send an email. `send_email` writes its row, then
+hangs while the file LEDGER_HANG names exists, so a test can kill (or freeze) the worker inside it. The model is the
+tests' fake OpenAI server (FAKE_OPENAI_URL)."""
 
 import os
 import time
@@ -27,6 +27,7 @@ def effect(name: str, ctx: RunContext) -> None:
 def reserve_seat(flight: str, ctx: RunContext) -> str:
     """Reserve a seat on a flight."""
     effect("reserve_seat", ctx)
+    ctx.session_state["seat"] = f"12A on {flight}"
     return f"seat 12A on {flight}"
 
 
@@ -34,6 +35,7 @@ def reserve_seat(flight: str, ctx: RunContext) -> str:
 def charge_card(amount: int, ctx: RunContext) -> str:
     """Charge the customer's card."""
     effect("charge_card", ctx)
+    ctx.session_state.setdefault("charged", []).append(amount)
     return f"charged {amount} EUR"
 
 
