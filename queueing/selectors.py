@@ -84,9 +84,13 @@ def ticket_user_cap(*, ticket_id, cap: int) -> UserCap | None:
 def ticket_running_for(*, worker_id: str, session_id: str, exclude: set[str]) -> Claim | None:
     """A ticket of `session_id` running under `worker_id` that this process is not running (`exclude`): the one a
     settling commit claimed for it as a hand-off, when the commit's answer was lost, as its claim (with its
-    component, as every claim has it). None if there is none."""
+    component, as every claim has it). None if there is none. A hand-off claims only a serialized session's head,
+    of which one at most runs: an unordered ticket another thread of the worker claimed (and does not yet show in
+    `exclude`) is never adopted, so two threads never run one attempt."""
     row = (
-        Ticket.objects.filter(session_id=session_id, status=TicketStatus.RUNNING, locked_by=worker_id)
+        Ticket.objects.filter(
+            session_id=session_id, status=TicketStatus.RUNNING, locked_by=worker_id, serialized=True, is_head=True
+        )
         .exclude(pk__in=exclude)
         .values_list("pk", "attempt", "max_attempts", "payload", "component_type", "component_id")
         .first()

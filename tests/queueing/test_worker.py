@@ -182,6 +182,21 @@ def test_a_settle_whose_commit_answer_was_lost_finds_the_successor_it_claimed(re
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_settle_whose_commit_answer_was_lost_adopts_no_unordered_ticket_another_thread_runs(redis_db, executor):
+    ended, other = accept(session_id="lost-ack-2", serialized=False), accept(session_id="lost-ack-2", serialized=False)
+    owner = claim(ended)
+    claim(other)  # by another thread of the same worker, not in its busy set yet
+    ticket_finish(claim=owner, outcome=Outcome("completed"), hand_off=True)  # committed; its answer "lost":
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        [pid] = cursor.fetchone()
+    terminate_backend(pid)
+
+    assert settle_attempt(owner, Outcome("completed"), hand_off=True) is None, "a hand-off claims only a head"
+    assert (snapshot(other)["status"], snapshot(other)["attempt"]) == ("running", 1)
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_settle_that_cannot_reach_the_database_gives_up_after_its_patience(redis_db, executor):
     head = accept(session_id="away-1")
     owner = claim(head)
