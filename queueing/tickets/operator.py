@@ -12,6 +12,7 @@ from ..seam import Settlement, get_executor
 from ..transition_log import changed
 from ._sql import _LIVE_SQL, TABLE, _update_returning, _while, promote_next_head, session_lock
 from .fair import ticket_release_held
+from .sweep import SWEEP_CANCELLED
 
 
 def ticket_cancel(*, ticket_id: str, error: str, paused_error: str | None = None) -> str | None:
@@ -93,17 +94,20 @@ def ticket_requeue(*, ticket_id: str, grace_seconds: float, force: bool = False)
     """A dead letter back in line: failed | cancelled → queued with exactly one more attempt, at the back, the cancel
     asked of its last attempt (if any) forgotten.
 
-    A ticket failed less than `grace_seconds` ago may still have a live (presumed dead) worker: refused
-    unless `force`. Takes the session lock; the new `session_seq` is 1 + the largest live one, and the
-    ticket is its session's head when no live serialized ticket remains. A ticket with a deadline gets a new one,
-    as far from now as its submit asked.
+    A ticket failed less than `grace_seconds` ago may still have a live (presumed dead) worker, and so may one the
+    sweeper cancelled that long ago for a lost worker (`SWEEP_CANCELLED`): refused unless `force`. Takes the
+    session lock; the new `session_seq` is 1 + the largest live one, and the ticket is its session's head when no
+    live serialized ticket remains. A ticket with a deadline gets a new one, as far from now as its submit asked.
     """
     with transaction.atomic():
         session_id = Ticket.objects.filter(pk=ticket_id).values_list("session_id", flat=True).first()
         if session_id is None:
             return RequeueResult.NOT_REQUEUEABLE
         session_lock(session_id)
-        recent = "t.status = 'failed' AND t.completed_at > statement_timestamp() - %s * interval '1 second'"
+        recent = (  # its worker may still hold the lease: it failed, or the sweeper cancelled it for a lost worker
+            "(t.status = 'failed' OR (t.status = 'cancelled' AND t.error IS NOT DISTINCT FROM %s)) "
+            "AND t.completed_at > statement_timestamp() - %s * interval '1 second'"
+        )
         row = _update_returning(
             f"""
             WITH line AS (SELECT coalesce(max(session_seq), 0) AS last_seq,
@@ -120,7 +124,7 @@ def ticket_requeue(*, ticket_id: str, grace_seconds: float, force: bool = False)
               AND (SELECT t.status IN ('failed', 'cancelled') AND (%s OR NOT ({recent})))
             RETURNING t.is_head OR NOT t.serialized, old.status, t.attempt
             """,
-            [session_id, ticket_id, ticket_id, force, grace_seconds],
+            [session_id, ticket_id, ticket_id, force, SWEEP_CANCELLED, grace_seconds],
         )
         if row is None:
             dead = Ticket.objects.filter(_while("status IN ('failed', 'cancelled')"), pk=ticket_id)

@@ -22,6 +22,11 @@ SWEEP_ERROR = (
 )
 
 
+# The error of a ticket the sweeper cancelled: its cancel was asked, and its worker was lost before the attempt
+# could end it (which the worker, if it lives on, may still be executing: `ticket_requeue` waits the grace).
+SWEEP_CANCELLED = "Worker lost while a cancel of its attempt was pending; cancelled by the sweeper"
+
+
 def ticket_fail_stale(*, ticket_id: str, grace_seconds: float) -> bool:
     """Sweep: a running ticket whose lease is stale and whose budget is spent → failed with `SWEEP_ERROR`.
 
@@ -140,13 +145,14 @@ def ticket_resume_stale(*, ticket_id: str, grace_seconds: float) -> bool:
 
 def ticket_cancel_stale(*, ticket_id: str, grace_seconds: float) -> bool:
     """Sweep: a running ticket whose cancel was asked and whose lease is stale (its worker was lost before the
-    attempt could end it) → cancelled, whatever budget is left: nothing runs it again to be cancelled.
+    attempt could end it) → cancelled with `SWEEP_CANCELLED`, whatever budget is left: nothing runs it again to be
+    cancelled.
 
     Guarded on the stale lease, so a live owner's heartbeat or a concurrent sweeper makes it a no-op. The executor
     mirrors it (previous status running) in the same transaction; the session's next ticket is released.
     """
     with transaction.atomic():
-        ended = {"status": TicketStatus.CANCELLED, "is_head": False, "completed_at": Now()}
+        ended = {"status": TicketStatus.CANCELLED, "error": SWEEP_CANCELLED, "is_head": False, "completed_at": Now()}
         ticket = _change_stale(ticket_id, grace_seconds, "cancel_requested_at IS NOT NULL", ended)
         if ticket is None:
             return False

@@ -245,6 +245,30 @@ def test_requeue_of_a_recent_failure_needs_force(db):
     assert snapshot(ticket_id)["is_head"] is True
 
 
+def test_requeue_of_a_ticket_the_sweeper_cancelled_for_a_lost_worker_needs_force(db):
+    ticket_id, _ = ticket_in("running")
+    assert ticket_cancel(ticket_id=ticket_id, error="x") == "running"  # asked of its attempt, whose worker is lost
+    backdate(ticket_id)
+    assert ticket_cancel_stale(ticket_id=ticket_id, grace_seconds=60)
+    before = snapshot(ticket_id)
+
+    assert ticket_requeue(ticket_id=ticket_id, grace_seconds=60) == RequeueResult.TOO_RECENT, "it may still run"
+    assert snapshot(ticket_id) == before
+    backdate(ticket_id, field="completed_at", seconds=61)
+    assert ticket_requeue(ticket_id=ticket_id, grace_seconds=60) == RequeueResult.REQUEUED
+
+
+def test_requeue_of_a_ticket_cancelled_while_queued_or_by_its_own_attempt_needs_no_wait(db):
+    queued, _ = ticket_in("cancelled")
+    ended, owner = ticket_in("running")
+    assert ticket_cancel(ticket_id=ended, error="x") == "running"
+    assert finish(owner, "cancelled")  # its attempt ended it, without an error
+    assert snapshot(ended)["error"] is None
+
+    assert ticket_requeue(ticket_id=queued, grace_seconds=60) == RequeueResult.REQUEUED
+    assert ticket_requeue(ticket_id=ended, grace_seconds=60) == RequeueResult.REQUEUED
+
+
 def test_prune_deletes_only_old_terminal_tickets(db):
     old = [ticket_in(state)[0] for state in ("completed", "failed", "cancelled")]
     young, _ = ticket_in("completed")
