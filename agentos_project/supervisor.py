@@ -97,14 +97,16 @@ class Supervisor:
         if handle_signals:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(signum, lambda signum, _frame: self.request_stop(signum))
-        for child in self.children:
-            self._start(child)
-        while self.stop_signal is None and self.failed is None:
-            now = time.monotonic()
+        try:
             for child in self.children:
-                self._tend(child, now)
-            time.sleep(0.1)
-        self.stop_all()
+                self._start(child, time.monotonic())
+            while self.stop_signal is None and self.failed is None:
+                now = time.monotonic()
+                for child in self.children:
+                    self._tend(child, now)
+                time.sleep(0.1)
+        finally:  # whatever happens here, no child outlives the supervisor holding its port
+            self.stop_all()
         if self.failed:
             self.log(f"{self.failed.name}'s last lines of output:", level="ERROR", output=list(self.failed.tail))
         return 1 if self.failed else 0
@@ -124,37 +126,51 @@ class Supervisor:
             self.streams[1].write("".join(f"{line}\n" for line in lines).encode())
             self.streams[1].flush()
 
-    def _start(self, child: Child) -> None:
+    def _start(self, child: Child, now: float) -> bool:
+        """Start `child`; False when the system refused (a fork, an exec or a thread refused under memory pressure,
+        say): that counts as a death, and the start is tried again after the back-off."""
         env = {**self.env, CHILD: child.name, RESTARTS: str(child.restarts)}
-        child.process = subprocess.Popen(
-            child.command, env=env, cwd=self.cwd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        child.output = ChildOutput(
-            child.process, self.streams, locks=self.locks, ready_line=child.ready_line, tail=child.tail
-        )
+        process = None
+        try:
+            process = subprocess.Popen(
+                child.command, env=env, cwd=self.cwd, start_new_session=True, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )  # fmt: skip
+            output = ChildOutput(process, self.streams, locks=self.locks, ready_line=child.ready_line, tail=child.tail)
+        except (OSError, RuntimeError) as error:
+            if process is not None:  # started, but what copies its output could not be
+                _signal_group(process, signal.SIGKILL)
+                process.wait()
+            child.started_at = now  # a start refused is a death at once: the back-off doubles
+            self._died(child, f"{child.name} could not be started ({error})", now)
+            return False
+        child.process, child.output = process, output
         child.started_at, child.restart_at = time.monotonic(), None
         if child.nice and not lower_priority(child.process.pid, child.nice):
             refused = f"{child.name} (pid {child.process.pid}) runs at the normal CPU priority: lowering it was refused"
             self.log(refused, level="WARNING")
+        return True
 
     def _tend(self, child: Child, now: float) -> None:
         if child.restart_at is not None:
             if now >= child.restart_at:
                 child.restarts += 1
-                self._start(child)
-                self.log(f"{child.name} restarted (pid {child.process.pid}, restart {child.restarts})")
+                if self._start(child, now):
+                    self.log(f"{child.name} restarted (pid {child.process.pid}, restart {child.restarts})")
+            return
+        if child.process is None:
             return
         code = child.process.poll()
         if code is not None:
             child.output.join(timeout=1.0)  # a ready line written just before the end counts, and the last lines
-            self._died(child, code, now)
+            self._died(child, f"{child.name} (pid {child.process.pid}) {describe_exit(code)}", now)
 
-    def _died(self, child: Child, code: int, now: float) -> None:
-        """Restart `child` after its back-off, or give up on it: it died `max_tries` times, never ready."""
-        child.ever_ready = child.ever_ready or child.output.ready.is_set()
+    def _died(self, child: Child, death: str, now: float) -> None:
+        """Restart `child` after its back-off, or give up on it: it died (or could not be started, `death` says
+        which) `max_tries` times, never ready."""
+        child.ever_ready = child.ever_ready or (child.output is not None and child.output.ready.is_set())
         child.young_deaths = 1 if now - child.started_at >= STABLE_SECONDS else child.young_deaths + 1
         delay = min(self.max_backoff, self.first_backoff * 2 ** (child.young_deaths - 1))
-        death = f"{child.name} (pid {child.process.pid}) {describe_exit(code)}"
         if not child.ever_ready:
             child.unready_deaths += 1
             if child.unready_deaths >= self.max_tries:

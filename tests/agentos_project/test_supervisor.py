@@ -122,6 +122,37 @@ def test_a_child_that_was_ready_once_is_restarted_for_ever_and_told_its_restart_
     assert [f"restart {n}" for n in range(12)] == re.findall(r"restart \d+", out)[:12], "each child its count"
 
 
+def test_a_restart_the_system_refuses_is_tried_again_with_back_off_and_the_others_live_on(tmp_path):
+    program = tmp_path / "web"  # an executable the test takes away, so the restart's exec is refused (OSError)
+    program.write_text(f"#!{sys.executable}\nimport time\nprint('up', flush=True)\ntime.sleep(60)\n")
+    program.chmod(0o755)
+    steady = python("import time; print('up', flush=True); time.sleep(60)")
+    watched = supervisor(
+        {"web": [str(program)], "worker": steady}, ready={"web": "up", "worker": "up"}, first_backoff=0.05
+    )
+    runner = in_background(watched)
+    try:
+        wait_until(lambda: all(c.output and c.output.ready.is_set() for c in watched.children), timeout=10, what="up")
+        worker_pid = watched.children[1].process.pid
+        program.rename(tmp_path / "web.away")
+        watched.children[0].process.kill()
+        wait_until(lambda: len(re.findall("web could not be started", "\n".join(said(watched)))) >= 3, timeout=10,
+                   what="three refused restarts")  # fmt: skip
+        assert runner.is_alive() and watched.failed is None, "the supervisor goes on"
+        assert watched.children[1].process.pid == worker_pid and watched.children[1].process.poll() is None
+        (tmp_path / "web.away").rename(program)
+        wait_until(lambda: "web restarted" in "\n".join(said(watched)), timeout=10, what="the restart")
+    finally:
+        watched.request_stop()
+        runner.join(10)
+
+    assert watched.returned == 0
+    refused = re.findall(
+        r"web could not be started \(.*No such file.*\); restarting it in ([\d.]+)s", "\n".join(said(watched))
+    )
+    assert [float(delay) for delay in refused[:3]] == [0.1, 0.2, 0.4], "backing off as after a death"
+
+
 def test_each_childs_output_passes_through_the_script_unchanged_to_its_stdout_and_stderr():
     raw_out = b"caf\xc3\xa9 \xff\xfe bytes\r\nno newline at the end"
     raw_err = b"a line on stderr\n\x1b[31mcoloured\x1b[0m\n"
