@@ -13,4 +13,4 @@ RUN DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinpu
 RUN useradd --system agentos
 USER agentos
 EXPOSE 7777
-CMD ["python", "-m", "uvicorn", "agentos_project.asgi:application", "--host", "0.0.0.0", "--port", "7777", "--lifespan", "off"]
+CMD ["python", "-m", "uvicorn", "agentos_project.asgi:application", "--host", "0.0.0.0", "--port", "7777", "--lifespan", "on"]

@@ -372,7 +372,7 @@ class WebProcess(ChildProcess, RunsOverHttp):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         uvicorn = [sys.executable, "-m", "uvicorn", "agentos_project.asgi:application", "--port", str(self.port)]
-        options = ["--no-access-log", "--timeout-graceful-shutdown", "2", "--lifespan", "off"]
+        options = ["--no-access-log", "--timeout-graceful-shutdown", "2", "--lifespan", "on"]
         super().__init__(uvicorn + options, log_path, env)
 
     def wait_ready(self, timeout: float = 30) -> WebProcess:

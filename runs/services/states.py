@@ -15,6 +15,7 @@ off) is guarded by its own status. The transition table, which `tests/runs/test_
     (ticket decides)     ticket of a lost continuation parked    PAUSED                         run_park
     (ticket decides)     ticket queued again (retry, requeue)    PENDING                        run_reset_pending
     PENDING | PAUSED     cancel, no ticket                       CANCELLED                      run_cancel_unqueued
+    PENDING | RUNNING    its process stops, no ticket            ERROR                          run_end_unqueued
     PAUSED               continue                                PENDING                        run_continue_pending
 
 A leg's record is fenced on its attempt: a leg of an older attempt changes nothing.
@@ -26,7 +27,7 @@ import json
 import uuid
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import Case, F, PositiveIntegerField, When
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 
@@ -307,6 +308,22 @@ def run_cancel_unqueued(*, run_id) -> bool:
                 run_record_end_event(run_id=run_id, event_role="cancelled", content=content)
                 return True
     return False
+
+
+def run_end_unqueued(*, run_id, content: str) -> bool:
+    """A run without a ticket that its stopping process could not finish, waiting for its slot (PENDING) or still
+    executing (RUNNING) → ERROR with `content`, and its stream's end stored; in the caller's transaction. An
+    executing one's attempt moves on, so the record of its leg, should it still come, matches nothing. False when
+    it had ended (or paused) meanwhile."""
+    fenced = Case(
+        When(status=RunStatus.RUNNING, then=F("attempt") + 1), default=F("attempt"), output_field=PositiveIntegerField()
+    )
+    ended = Run.objects.filter(pk=run_id, queued=False, status__in=(RunStatus.PENDING, RunStatus.RUNNING)).update(
+        status=RunStatus.ERROR, content=content, content_type=None, completed_at=Now(), attempt=fenced
+    )
+    if ended:
+        run_record_end_event(run_id=run_id, event_role="error", content=content)
+    return bool(ended)
 
 
 def run_continue_pending(*, run_id, decided: list[dict]) -> bool:

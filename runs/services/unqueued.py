@@ -3,30 +3,37 @@ with AGENTOS_QUEUE_DURABLE=false (AgentOS' non-durable mode).
 
 At most AGENTOS_MAX_CONCURRENCY background runs execute at once per process; runs beyond the cap wait as PENDING
 for a slot. Nothing here survives the process: a run accepted by a process that dies is lost, as AgentOS documents
-for this mode. There is no ticket, no per-session order and no idempotency.
+for this mode. There is no ticket, no per-session order and no idempotency. A process that stops gracefully (uvicorn
+after SIGTERM) drains them first (`stop_in_process_runs`), and ends what did not finish with a stored reason, never
+leaving a run PENDING or RUNNING for good.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
 from django.db import close_old_connections, connection, transaction
 
+from agentos_project import stopping
 from agentos_project.conf import current
 from agentos_project.elastic import ElasticExecutor
 from agentos_project.exceptions import first_line
+from agents_registry.context import RunResult
+from queueing.shutdown import INTERRUPTED
 
 from ..models import Run, RunStatus
 from ..selectors import run_to_wire
 from ..submission import Accepted, Submission
 from . import cancel_signal
-from .leg import cancelled_leg, run_leg
+from .leg import LegResult, cancelled_leg, run_leg
 from .sessions import session_own
-from .states import run_create, run_end_unexecuted, run_record_leg, run_start_unqueued
+from .states import run_create, run_end_unexecuted, run_end_unqueued, run_record_leg, run_start_unqueued
 
 log = logging.getLogger("agentos.runs")
 UNCAPPED_THREADS = 256
@@ -46,12 +53,15 @@ class InProcessRunner:
         self._lock = threading.Lock()
         self._pool: ElasticExecutor | None = None
         self._pid: int | None = None
+        self.live: set[str] = set()
 
     def _executor(self) -> ElasticExecutor:
         with self._lock:
             if self._pid != os.getpid():
                 self._pool = ElasticExecutor(self._size() or UNCAPPED_THREADS, name=self._name)
-                self._pid = os.getpid()
+                self._pid, self.live = os.getpid(), set()
+                _Stop.runners.add(self)
+                _Stop.at_exit()
             return self._pool
 
     def submit(self, run_id) -> None:
@@ -59,8 +69,18 @@ class InProcessRunner:
         transaction.on_commit(lambda: self.start(run_id))
 
     def start(self, run_id) -> Future:
-        """Run `run_id` on the pool now; the future is done when the run has ended."""
-        return self._executor().submit(self._execute, run_id)
+        """Run `run_id` on the pool now; the future is done when the run has ended. Its id is in `live` until
+        then (waiting for a slot, or executing)."""
+        pool = self._executor()
+        with self._lock:
+            self.live.add(str(run_id))
+        future = pool.submit(self._execute, run_id)
+        future.add_done_callback(lambda _: self._ended(str(run_id)))
+        return future
+
+    def _ended(self, run_id: str) -> None:
+        with self._lock:
+            self.live.discard(run_id)
 
     def _execute(self, run_id):
         close_old_connections()
@@ -96,19 +116,27 @@ def run_submit_in_process(*, submission: Submission) -> Accepted:
 def run_execute_unqueued(*, run_id) -> None:
     """Execute a run that has no ticket (inline, or in-process with the durable queue off): one attempt per leg
     (a continue makes another), recorded like a queued run's. A run cancelled while it waited for its slot is
-    not started; one cancelled while it ran ends CANCELLED even if it paused or failed meanwhile."""
+    not started; one cancelled while it ran ends CANCELLED even if it paused or failed meanwhile; one its stopping
+    process interrupted ends ERROR, `interrupted by worker shutdown`."""
+    if _Stop.draining.is_set():  # it waited for its slot when its process began to stop: it never starts
+        _end_interrupted(str(run_id))
+        return
     if not run_start_unqueued(run_id=run_id):
         return
     try:
         run = Run.objects.get(pk=run_id)
-        with cancel_signal.watcher.watch(run_id) as cancel:
+        wake = threading.Event()  # set by a cancel, and by the stop's interrupt
+        with cancel_signal.watcher.watch(run_id, wake=wake) as cancel, _Stop.interruptible(wake):
             timeout = current().queue.timeout_seconds
-            leg = run_leg(run, attempt=run.attempt, timeout_seconds=timeout, cancelled=cancel.is_set, woken=cancel)
+            stop = lambda: cancel.is_set() or _Stop.interrupted.is_set()  # noqa: E731
+            leg = run_leg(run, attempt=run.attempt, timeout_seconds=timeout, cancelled=stop, woken=wake)
         with transaction.atomic():
             # The row locked first: a cancel asked until now is seen here, one asked later finds the run ended.
             asked = Run.objects.select_for_update().values_list("cancel_requested_at", flat=True).get(pk=run_id)
             if (asked or cancel.is_set()) and leg.yields_to_cancel:
                 leg = cancelled_leg(leg)
+            elif _Stop.interrupted.is_set() and (leg.result is None or leg.result.status == RunResult.CANCELLED):
+                leg = LegResult(leg.sink, leg.journal, error=INTERRUPTED, permanent=True)
             run_record_leg(run_id=run_id, attempt=run.attempt, leg=leg, final=True)
     except Exception as error:  # never leave a run without a ticket RUNNING: no sweeper would end it
         with transaction.atomic():
@@ -137,3 +165,78 @@ def run_start_inline(*, submission: Submission) -> tuple[Run, Future]:
     with transaction.atomic():
         run = _create_run(submission, queued=False)
     return run, inline_runner.start(run.run_id)
+
+
+class _Stop:
+    """A stopping process's in-process runs: `draining` once it began to stop (no run starts), `interrupted` once
+    the drain window closed (running legs stop at their next checkpoint, woken if they sleep)."""
+
+    draining = threading.Event()
+    interrupted = threading.Event()
+    runners: set[InProcessRunner] = set()
+    wakes: set[threading.Event] = set()
+    lock = threading.Lock()
+
+    @classmethod
+    def at_exit(cls) -> None:
+        stopping.at_stop(stop_in_process_runs)
+
+    @classmethod
+    @contextlib.contextmanager
+    def interruptible(cls, wake: threading.Event):
+        with cls.lock:
+            cls.wakes.add(wake)
+        if cls.interrupted.is_set():
+            wake.set()
+        try:
+            yield
+        finally:
+            with cls.lock:
+                cls.wakes.discard(wake)
+
+    @classmethod
+    def live(cls) -> set[str]:
+        return set().union(*(runner.live for runner in list(cls.runners)))
+
+
+STOPPED_LEG_SECONDS = 2.0  # how long an interrupted leg has to reach a checkpoint and record itself
+
+
+def stop_in_process_runs(*, window: float | None = None) -> list[str]:
+    """Stop this process's in-process runs as it stops (`agentos_project.stopping`, registered once it ran one):
+    wait up to `window` seconds (AGENTOS_STOP_TIMEOUT_SECONDS less `stopping.WEB_GRACEFUL_SECONDS`) for them to
+    end; then interrupt what still executes (it ends ERROR, `interrupted by worker shutdown`, at its next
+    checkpoint) and, after STOPPED_LEG_SECONDS more, end the same way every run of the process that is still PENDING
+    (waiting for its slot) or RUNNING (blocked in a call: its late record is fenced out). Returns the runs ended
+    from here."""
+    if window is None:
+        window = max(0.0, current().queue.stop_timeout_seconds - stopping.WEB_GRACEFUL_SECONDS)
+    _Stop.draining.set()
+    if not _wait_for_runs(window):
+        log.warning("interrupting %d in-process run(s) at shutdown", len(_Stop.live()))
+        _Stop.interrupted.set()
+        with _Stop.lock:
+            for wake in _Stop.wakes:
+                wake.set()
+        _wait_for_runs(STOPPED_LEG_SECONDS)
+    ended = [run_id for run_id in sorted(_Stop.live()) if _end_interrupted(run_id)]
+    connection.close()
+    return ended
+
+
+def _wait_for_runs(seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _Stop.live():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _end_interrupted(run_id: str) -> bool:
+    try:
+        with transaction.atomic():
+            return run_end_unqueued(run_id=run_id, content=INTERRUPTED)
+    except Exception:  # the database may be away: the run stays as it is, as it would have without this
+        log.exception("run=%s could not be ended at shutdown", run_id)
+        return False

@@ -157,8 +157,12 @@ def test_json_logs_cover_serve_uvicorn_and_the_supervisor(start_serve):
     assert [message for logger, _, message in said if logger == "uvicorn.access"] == [], "serve: --no-access-log"
     assert [message for logger, _, message in said if logger == "uvicorn.error"] == [
         f"Started server process [{web.pid}]",
+        "Waiting for application startup.",
+        "Application startup complete.",
         f"Uvicorn running on {serve.url} (Press CTRL+C to quit)",
         "Shutting down",
+        "Waiting for application shutdown.",
+        "Application shutdown complete.",
         f"Finished server process [{web.pid}]",
     ]
 

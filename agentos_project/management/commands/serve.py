@@ -25,6 +25,7 @@ from django.core.management.base import BaseCommand
 from agentos_project.conf import current, database_settings, masked
 from agentos_project.embedded import EmbeddedError, EmbeddedPostgres, EmbeddedRedis, FolderLock
 from agentos_project.exceptions import first_line
+from agentos_project.stopping import WEB_GRACEFUL_SECONDS
 from agentos_project.supervisor import SPEC
 
 # What each child writes once it serves: uvicorn once its socket listens, Celery once it consumes. The supervisor
@@ -170,8 +171,8 @@ class Command(BaseCommand):
         if not worker_only:
             commands["web"] = [
                 python, "-m", "uvicorn", "agentos_project.asgi:application",
-                "--host", host, "--port", str(port), "--no-access-log", "--timeout-graceful-shutdown", "5",
-                "--lifespan", "off",
+                "--host", host, "--port", str(port), "--no-access-log",
+                "--timeout-graceful-shutdown", f"{WEB_GRACEFUL_SECONDS:g}", "--lifespan", "on",
             ]  # fmt: skip
         if not web_only:
             quiet = ["--quiet"] if current().server.log_format == "json" else []  # no banner between the objects
