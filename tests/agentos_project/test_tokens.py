@@ -8,49 +8,17 @@ import datetime
 import hashlib
 import hmac
 import json
-import os
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from runs.models import AgentSession, Run
+from tests.agentos_project.conftest import HS256, SECRET, SUBMIT, bearer, public_pem, rsa_key, submitted_by, token
 from tests.conftest import with_conf
 
 pytestmark = pytest.mark.django_db
-SECRET = "a-string-secret-at-least-256-bits-long"
-HS256 = {"jwt_verification_keys": (SECRET,), "jwt_algorithm": "HS256"}
 WRONG_AUDIENCE = "Invalid token audience - token not valid for this AgentOS instance"
-SUBMIT = {"message": "hi sleep=0", "stream": "false", "background": "true"}
-
-
-def rsa_key() -> rsa.RSAPrivateKey:
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-def public_pem(key: rsa.RSAPrivateKey) -> str:
-    return (
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
-
-
-def token(key, algorithm: str = "HS256", *, expires_in: float = 600, headers: dict | None = None, **claims) -> str:
-    claims = {
-        "sub": "ada",
-        "exp": datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=expires_in),
-    } | claims
-    return jwt.encode(claims, key, algorithm=algorithm, headers=headers)
-
-
-def bearer(value: str) -> dict:
-    return {"HTTP_AUTHORIZATION": f"Bearer {value}"}
-
-
-def submitted_by(api, value: str, **fields):
-    return api.post("/agents/stub-agent/runs", {**SUBMIT, **fields}, **bearer(value))
 
 
 @with_conf("security", **HS256)
@@ -301,26 +269,3 @@ def test_a_session_bound_token_polls_and_cancels_in_its_session_only(api):
 
     assert own.status_code == 200
     assert (other.status_code, other.json()) == (403, {"detail": "session_id 'chat-8' is not the token's session"})
-
-
-def jwks_of(**keys) -> str:
-    """A JWKS document of RSA public keys, by kid."""
-    entries = [
-        {**json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key())), "kid": kid} for kid, key in keys.items()
-    ]
-    return json.dumps({"keys": entries})
-
-
-def test_a_rotated_jwks_file_is_read_again_without_a_restart(api, tmp_path):
-    old, new = rsa_key(), rsa_key()
-    path = tmp_path / "jwks.json"
-    path.write_text(jwks_of(old=old))
-    with with_conf("security", jwt_jwks_file=str(path), jwt_algorithm="RS256"):
-        before = submitted_by(api, token(old, "RS256", headers={"kid": "old"}))
-        path.write_text(jwks_of(new=new))
-        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000_000))
-        rotated = submitted_by(api, token(new, "RS256", headers={"kid": "new"}))
-        retired = submitted_by(api, token(old, "RS256", headers={"kid": "old"}))
-
-    assert (before.status_code, rotated.status_code) == (202, 202)
-    assert (retired.status_code, retired.json()) == (401, {"detail": "Invalid token: Signature verification failed"})

@@ -1,0 +1,50 @@
+"""What the identity tests share: keys, signed tokens, JWKS documents, and a submit that carries a token."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+SECRET = "a-string-secret-at-least-256-bits-long"
+HS256 = {"jwt_verification_keys": (SECRET,), "jwt_algorithm": "HS256"}
+SUBMIT = {"message": "hi sleep=0", "stream": "false", "background": "true"}
+
+
+def rsa_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def public_pem(key: rsa.RSAPrivateKey) -> str:
+    return (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+
+
+def token(key, algorithm: str = "HS256", *, expires_in: float = 600, headers: dict | None = None, **claims) -> str:
+    claims = {
+        "sub": "ada",
+        "exp": datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=expires_in),
+    } | claims
+    return jwt.encode(claims, key, algorithm=algorithm, headers=headers)
+
+
+def bearer(value: str) -> dict:
+    return {"HTTP_AUTHORIZATION": f"Bearer {value}"}
+
+
+def submitted_by(api, value: str, **fields):
+    return api.post("/agents/stub-agent/runs", {**SUBMIT, **fields}, **bearer(value))
+
+
+def jwks_of(**keys) -> str:
+    """A JWKS document of RSA public keys, by kid."""
+    entries = [
+        {**json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key())), "kid": kid} for kid, key in keys.items()
+    ]
+    return json.dumps({"keys": entries})
