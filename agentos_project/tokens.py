@@ -1,6 +1,6 @@
 """Who is asking, from a verified JWT (AgentOS' JWT middleware, with PyJWT): the token's signature checked with the
-keys of AGENTOS_JWT_VERIFICATION_KEYS (tried in order) or of the JWKS file AGENTOS_JWT_JWKS_FILE (the one its `kid`
-names), its algorithm the one AGENTOS_JWT_ALGORITHM allows (never `none`), its expiry, and its audience when
+keys of AGENTOS_JWT_VERIFICATION_KEYS (tried in order) or of the JWKS file AGENTOS_JWT_JWKS_FILE (`jwks`; the one
+its `kid` names), its algorithm the one AGENTOS_JWT_ALGORITHM allows (never `none`), its expiry, and its audience when
 AGENTOS_JWT_AUDIENCE is set. The caller is its `sub`, with the `session_id` and `scopes` claims it carries.
 
 A refusal says why in AgentOS' words (`TokenRefused`), never with a key.
@@ -9,13 +9,11 @@ A refusal says why in AgentOS' words (`TokenRefused`), never with a key.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
-import os
 
 import jwt
 
 from .conf import Security
+from .jwks import jwks_file
 
 ADMIN_SCOPE = "agent_os:admin"
 EXPIRED = "Token has expired"
@@ -94,26 +92,6 @@ def _jwks_keys(token: str, path: str | None) -> list:
     them)."""
     if path is None:
         return []
-    try:
-        changed = os.stat(path).st_mtime_ns
-    except OSError:
-        changed = None  # gone or unreadable: the keys read last stay in use
-    keys = _jwks(path, changed)
+    keys = jwks_file(path).keys()
     kid = jwt.get_unverified_header(token).get("kid")
-    return [keys[kid]] if kid in keys else list(keys.values())
-
-
-@functools.lru_cache(maxsize=4)
-def _jwks(path: str, changed: int | None) -> dict:
-    """The JWKS file's keys by `kid`, read again when the file changed (`changed`: its modification time), so a
-    rotated key is taken without a restart; a key without a `kid` is numbered, one PyJWT cannot use is left out."""
-    with open(path, encoding="utf-8") as file:
-        document = json.load(file)
-    found = {}
-    for number, entry in enumerate(document.get("keys", [])):
-        try:
-            key = jwt.PyJWK.from_dict(entry)
-        except (jwt.PyJWKError, jwt.InvalidKeyError, TypeError, ValueError):
-            continue  # a key PyJWT cannot verify with (an encryption key, say): no token is signed with it
-        found[entry.get("kid") or f"#{number}"] = key.key
-    return found
+    return [keys.named[kid]] if kid in keys.named else [*keys.named.values(), *keys.unnamed]
