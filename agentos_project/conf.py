@@ -96,6 +96,8 @@ class Security:
     jwt_jwks_file: str | None = None
     jwt_algorithm: str = "RS256"
     jwt_audience: str | None = None
+    jwt_issuer: str | None = None  # a token's `iss` must be it, when set
+    jwt_require_exp: bool = True  # a token without `exp` is refused (else it would never expire)
     authorization: bool = False  # scopes enforced per endpoint
 
     @property
@@ -286,23 +288,21 @@ def _security(env: _Reader) -> Security:
         security_key=env.text("AGENTOS_SECURITY_KEY"),
         admin_token=env.text("AGENTOS_ADMIN_TOKEN"),
         jwt_verification_keys=_keys(env.text("AGENTOS_JWT_VERIFICATION_KEYS")),
-        jwt_jwks_file=_jwks_file(env.text("AGENTOS_JWT_JWKS_FILE")),
+        jwt_jwks_file=env.text("AGENTOS_JWT_JWKS_FILE"),
         jwt_algorithm=_algorithm(env.text("AGENTOS_JWT_ALGORITHM", "RS256")),
         jwt_audience=env.text("AGENTOS_JWT_AUDIENCE"),
+        jwt_issuer=env.text("AGENTOS_JWT_ISSUER"),
+        jwt_require_exp=env.boolean("AGENTOS_JWT_REQUIRE_EXP", True),
         authorization=env.boolean("AGENTOS_AUTHORIZATION", False),
     )
+    if security.jwt_jwks_file and not os.access(security.jwt_jwks_file, os.R_OK):
+        raise ConfigError(f"AGENTOS_JWT_JWKS_FILE names no readable file (got {security.jwt_jwks_file!r})")
     if security.authorization and not security.jwt:
         raise ConfigError(
             "AGENTOS_AUTHORIZATION=true needs AGENTOS_JWT_VERIFICATION_KEYS or AGENTOS_JWT_JWKS_FILE: scopes come "
             "from verified tokens"
         )
     return security
-
-
-def _jwks_file(path: str | None) -> str | None:
-    if path and not os.access(path, os.R_OK):
-        raise ConfigError(f"AGENTOS_JWT_JWKS_FILE names no readable file (got {path!r})")
-    return path or None
 
 
 def _algorithm(value: str) -> str:

@@ -1,7 +1,9 @@
 """Who is asking, from a verified JWT (AgentOS' JWT middleware, with PyJWT): the token's signature checked with the
 keys of AGENTOS_JWT_VERIFICATION_KEYS (tried in order) or of the JWKS file AGENTOS_JWT_JWKS_FILE (`jwks`; the one
-its `kid` names), its algorithm the one AGENTOS_JWT_ALGORITHM allows (never `none`), its expiry, and its audience when
-AGENTOS_JWT_AUDIENCE is set. The caller is its `sub`, with the `session_id` and `scopes` claims it carries.
+its `kid` names: a `kid` the file does not name is refused, unless a key without one verifies it), its algorithm
+the one AGENTOS_JWT_ALGORITHM allows (never `none`), its expiry (which it must have, unless AGENTOS_JWT_REQUIRE_EXP
+is false), its audience when AGENTOS_JWT_AUDIENCE is set, and its issuer when AGENTOS_JWT_ISSUER is. The caller is
+its `sub`, with the `session_id` and `scopes` claims it carries.
 
 A refusal says why in AgentOS' words (`TokenRefused`), never with a key.
 """
@@ -19,12 +21,19 @@ ADMIN_SCOPE = "agent_os:admin"
 EXPIRED = "Token has expired"
 WRONG_AUDIENCE = "Invalid token audience - token not valid for this AgentOS instance"
 NO_SUBJECT = "Invalid token subject"
+NO_ISSUER = 'Token is missing the "iss" claim. Issuer verification requires this claim to be present in the token.'
+WRONG_ISSUER = "Invalid issuer. Expected: {expected}, got: {got}"
+UNKNOWN_KID = 'Unable to find a signing key that matches: "{kid}"'  # PyJWT's words (AgentOS has none)
 MAX_ID = 255  # a user id or session id longer than the database keeps is no identity
 LEEWAY_SECONDS = 10  # clock skew between the token's issuer and this server, as AgentOS allows
 
 
 class TokenRefused(Exception):
     """The token cannot identify anyone; the message is the 401's detail."""
+
+
+class UnknownKid(jwt.InvalidTokenError):
+    """The token's `kid` names no key of the JWKS file, and no key there is without one."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,9 +51,11 @@ class Caller:
 
 
 def verify(token: str, security: Security) -> Caller:
-    """The caller `token` names, once its signature, algorithm, expiry and audience check out; else `TokenRefused`."""
+    """The caller `token` names, once its signature, algorithm, expiry, audience and issuer check out; else
+    `TokenRefused`."""
     try:
         claims = _claims(token, security)
+        _check_issuer(claims, security.jwt_issuer)
     except jwt.ExpiredSignatureError:
         raise TokenRefused(EXPIRED) from None
     except jwt.InvalidAudienceError:
@@ -65,11 +76,21 @@ def verify(token: str, security: Security) -> Caller:
 
 def _claims(token: str, security: Security) -> dict:
     """The token's claims, from the first configured key that verifies it (the JWKS key its `kid` names first)."""
-    options = {"algorithms": [security.jwt_algorithm], "audience": security.jwt_audience, "leeway": LEEWAY_SECONDS}
-    if security.jwt_audience is None:
-        options["options"] = {"verify_aud": False}
-    keys = [*_jwks_keys(token, security.jwt_jwks_file), *security.jwt_verification_keys]
+    options = {
+        "algorithms": [security.jwt_algorithm],
+        "audience": security.jwt_audience,
+        "leeway": LEEWAY_SECONDS,
+        "options": {
+            "verify_aud": security.jwt_audience is not None,
+            "require": ["exp"] if security.jwt_require_exp else [],
+        },
+    }
     last: jwt.InvalidTokenError = jwt.InvalidTokenError("No verification keys configured")
+    try:
+        keys = _jwks_keys(token, security.jwt_jwks_file)
+    except UnknownKid as unknown:
+        keys, last = [], unknown  # the keys listed beside the file are no JWKS key: a `kid` does not name them
+    keys += security.jwt_verification_keys
     for key in keys:
         try:
             return jwt.decode(token, key, **options)
@@ -88,10 +109,27 @@ def _claims(token: str, security: Security) -> dict:
 
 
 def _jwks_keys(token: str, path: str | None) -> list:
-    """The keys of the JWKS file to try: the one the token's `kid` names, or all when it names none (or none of
-    them)."""
+    """The keys of the JWKS file to try: the one the token's `kid` names; all when it has no `kid` or the file names
+    none; else the file's keys without a `kid` (`UnknownKid` when there are none): a `kid` the file does not name is
+    no other named key's."""
     if path is None:
         return []
     keys = jwks_file(path).keys()
     kid = jwt.get_unverified_header(token).get("kid")
-    return [keys.named[kid]] if kid in keys.named else [*keys.named.values(), *keys.unnamed]
+    if kid is None or not keys.named:
+        return [*keys.named.values(), *keys.unnamed]
+    if kid in keys.named:
+        return [keys.named[kid]]
+    if not keys.unnamed:
+        raise UnknownKid(UNKNOWN_KID.format(kid=kid))
+    return list(keys.unnamed)
+
+
+def _check_issuer(claims: dict, expected: str | None) -> None:
+    """AgentOS' issuer check, once the signature is good: with an issuer set, the token's `iss` must be it."""
+    if expected is None:
+        return
+    if claims.get("iss") is None:
+        raise jwt.InvalidIssuerError(NO_ISSUER)
+    if claims["iss"] != expected:
+        raise jwt.InvalidIssuerError(WRONG_ISSUER.format(expected=expected, got=claims["iss"]))

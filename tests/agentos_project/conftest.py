@@ -26,11 +26,12 @@ def public_pem(key: rsa.RSAPrivateKey) -> str:
     )
 
 
-def token(key, algorithm: str = "HS256", *, expires_in: float = 600, headers: dict | None = None, **claims) -> str:
-    claims = {
-        "sub": "ada",
-        "exp": datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=expires_in),
-    } | claims
+def token(key, algorithm: str = "HS256", *, expires_in: float | None = 600, headers: dict | None = None, **claims):
+    """A token of `claims` signed with `key`: Ada's unless they say otherwise, with no `exp` when `expires_in` is
+    None."""
+    claims = {"sub": "ada"} | claims
+    if expires_in is not None:
+        claims.setdefault("exp", datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=expires_in))
     return jwt.encode(claims, key, algorithm=algorithm, headers=headers)
 
 

@@ -62,6 +62,9 @@ def test_jwt_is_on_with_keys_or_a_jwks_file():
     two = load({"AGENTOS_JWT_VERIFICATION_KEYS": '["old", "new"]', "AGENTOS_AUTHORIZATION": "true"}).security
     assert (one.jwt, one.jwt_verification_keys, one.jwt_algorithm) == (True, ("secret",), "HS256")
     assert (two.jwt_verification_keys, two.jwt_algorithm, two.authorization) == (("old", "new"), "RS256", True)
+    assert (one.jwt_issuer, one.jwt_require_exp) == (None, True)
+    pinned = load({"AGENTOS_JWT_ISSUER": "https://idp.example.com", "AGENTOS_JWT_REQUIRE_EXP": "false"}).security
+    assert (pinned.jwt_issuer, pinned.jwt_require_exp) == ("https://idp.example.com", False)
 
 
 def test_concurrency_alias_and_precedence():
@@ -100,6 +103,7 @@ def test_per_session_order_is_off_without_the_durable_queue():
         ({"AGENTOS_JWT_VERIFICATION_KEYS": "[oops"}, "AGENTOS_JWT_VERIFICATION_KEYS is not a JSON list of keys"),
         ({"AGENTOS_JWT_JWKS_FILE": "/nonexistent/jwks.json"}, "AGENTOS_JWT_JWKS_FILE names no readable file"),
         ({"AGENTOS_AUTHORIZATION": "true"}, "AGENTOS_AUTHORIZATION=true needs AGENTOS_JWT_VERIFICATION_KEYS"),
+        ({"AGENTOS_JWT_REQUIRE_EXP": "maybe"}, "AGENTOS_JWT_REQUIRE_EXP must be true or false"),
     ],
 )
 def test_bad_values_name_the_variable_and_the_rule(environ, message):

@@ -14,7 +14,17 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from runs.models import AgentSession, Run
-from tests.agentos_project.conftest import HS256, SECRET, SUBMIT, bearer, public_pem, rsa_key, submitted_by, token
+from tests.agentos_project.conftest import (
+    HS256,
+    SECRET,
+    SUBMIT,
+    bearer,
+    jwks_of,
+    public_pem,
+    rsa_key,
+    submitted_by,
+    token,
+)
 from tests.conftest import with_conf
 
 pytestmark = pytest.mark.django_db
@@ -269,3 +279,73 @@ def test_a_session_bound_token_polls_and_cancels_in_its_session_only(api):
 
     assert own.status_code == 200
     assert (other.status_code, other.json()) == (403, {"detail": "session_id 'chat-8' is not the token's session"})
+
+
+ISSUER = "https://idp.example.com"
+
+
+def test_with_an_issuer_set_a_token_must_name_it_and_is_refused_in_agentos_words(api):
+    with with_conf("security", **HS256, jwt_issuer=ISSUER):
+        named = submitted_by(api, token(SECRET, iss=ISSUER))
+        missing = submitted_by(api, token(SECRET))
+        other = submitted_by(api, token(SECRET, iss="https://other.example.com"))
+
+    assert named.status_code == 202
+    assert (missing.status_code, missing.json()) == (
+        401,
+        {
+            "detail": 'Invalid token: Token is missing the "iss" claim. Issuer verification requires this claim to be '
+            "present in the token."
+        },
+    )
+    assert (other.status_code, other.json()) == (
+        401,
+        {"detail": f"Invalid token: Invalid issuer. Expected: {ISSUER}, got: https://other.example.com"},
+    )
+    assert Run.objects.count() == 1
+
+
+@with_conf("security", **HS256)
+def test_a_token_without_an_expiry_is_refused(api):
+    response = submitted_by(api, token(SECRET, expires_in=None))
+
+    assert (response.status_code, response.json()) == (
+        401,
+        {"detail": 'Invalid token: Token is missing the "exp" claim'},
+    )
+    assert not Run.objects.exists()
+
+
+def test_a_token_without_an_expiry_is_taken_when_expiry_is_not_required(api):
+    with with_conf("security", **HS256, jwt_require_exp=False):
+        response = submitted_by(api, token(SECRET, expires_in=None))
+
+    assert response.status_code == 202
+
+
+def test_a_kid_the_jwks_file_does_not_name_is_refused_not_tried_on_every_key(api, tmp_path):
+    named, unnamed, listed = rsa_key(), rsa_key(), rsa_key()
+    only_named, mixed = tmp_path / "named.json", tmp_path / "mixed.json"
+    only_named.write_text(jwks_of(k1=named))
+    document = json.loads(jwks_of(k1=named))
+    document["keys"].append(json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(unnamed.public_key())))
+    mixed.write_text(json.dumps(document))
+    with with_conf("security", jwt_jwks_file=str(only_named), jwt_algorithm="RS256"):
+        unknown = submitted_by(api, token(named, "RS256", headers={"kid": "k9"}))
+        known = submitted_by(api, token(named, "RS256", headers={"kid": "k1"}))
+    with with_conf("security", jwt_jwks_file=str(mixed), jwt_algorithm="RS256"):
+        not_unnamed = submitted_by(api, token(named, "RS256", headers={"kid": "k9"}))
+        by_unnamed = submitted_by(api, token(unnamed, "RS256", headers={"kid": "k9"}))
+    beside = {"jwt_verification_keys": (public_pem(listed),), "jwt_jwks_file": str(only_named)}
+    with with_conf("security", **beside, jwt_algorithm="RS256"):
+        by_listed = submitted_by(api, token(listed, "RS256", headers={"kid": "k9"}))
+
+    assert (unknown.status_code, unknown.json()) == (
+        401,
+        {"detail": 'Invalid token: Unable to find a signing key that matches: "k9"'},
+    )
+    assert (not_unnamed.status_code, not_unnamed.json()) == (
+        401,
+        {"detail": "Invalid token: Signature verification failed"},
+    ), "an unknown kid may be a key without one, never another named key"
+    assert (known.status_code, by_unnamed.status_code, by_listed.status_code) == (202, 202, 202)

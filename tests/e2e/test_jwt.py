@@ -3,6 +3,8 @@ AgentOS clients do (a header per call)."""
 
 from __future__ import annotations
 
+import time
+
 import jwt
 import pytest
 import requests
@@ -16,7 +18,8 @@ PLAIN = {"stream": "false"}
 
 
 def bearer(sub: str, *scopes: str) -> dict:
-    return {"Authorization": f"Bearer {jwt.encode({'sub': sub, 'scopes': list(scopes)}, SECRET, algorithm='HS256')}"}
+    claims = {"sub": sub, "scopes": list(scopes), "exp": int(time.time()) + 86400}
+    return {"Authorization": f"Bearer {jwt.encode(claims, SECRET, algorithm='HS256')}"}
 
 
 ADA = bearer("ada", "agents:stub-agent:run", "agents:stub-agent:read", "agents:hitl-agent:run", "config:read")

@@ -4,6 +4,7 @@ every endpoint (poll, continue, cancel, resume), so ids cannot be probed; an adm
 from __future__ import annotations
 
 import json
+import time
 
 import jwt
 import pytest
@@ -19,7 +20,8 @@ UNKNOWN = "00000000-0000-0000-0000-000000000000"
 
 
 def bearer(sub: str, **claims) -> dict:
-    return {"HTTP_AUTHORIZATION": f"Bearer {jwt.encode({'sub': sub, **claims}, SECRET, algorithm='HS256')}"}
+    claims = {"sub": sub, "exp": int(time.time()) + 86400, **claims}
+    return {"HTTP_AUTHORIZATION": f"Bearer {jwt.encode(claims, SECRET, algorithm='HS256')}"}
 
 
 ADA, GRACE, ADMIN = bearer("ada"), bearer("grace"), bearer("root", scopes=["agent_os:admin"])
