@@ -1,4 +1,5 @@
-"""What the identity tests share: keys, signed tokens, JWKS documents, and a submit that carries a token."""
+"""What the identity tests share: keys, signed tokens, JWKS documents, a submit that carries a token, and a client
+that answers a server error as the client would see it."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import datetime
 import json
 
 import jwt
+import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from rest_framework.test import APIClient
 
 SECRET = "a-string-secret-at-least-256-bits-long"
 HS256 = {"jwt_verification_keys": (SECRET,), "jwt_algorithm": "HS256"}
@@ -49,3 +52,9 @@ def jwks_of(**keys) -> str:
         {**json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key())), "kid": kid} for kid, key in keys.items()
     ]
     return json.dumps({"keys": entries})
+
+
+@pytest.fixture
+def client() -> APIClient:
+    """An API client that gets a server error as its 500 answer, not as an exception raised into the test."""
+    return APIClient(raise_request_exception=False)

@@ -9,7 +9,6 @@ import os
 import time
 
 import pytest
-from rest_framework.test import APIClient
 
 from runs.models import Run
 from tests.agentos_project.conftest import jwks_of, rsa_key, submitted_by, token
@@ -34,12 +33,6 @@ def test_a_rotated_jwks_file_is_read_again_without_a_restart(api, tmp_path):
         401,
         {"detail": 'Invalid token: Unable to find a signing key that matches: "old"'},
     )
-
-
-@pytest.fixture
-def client() -> APIClient:
-    """An API client that gets a server error as its 500 answer, not as an exception raised into the test."""
-    return APIClient(raise_request_exception=False)
 
 
 def touched(path, text: str) -> None:
