@@ -21,6 +21,7 @@ ADMIN_SCOPE = "agent_os:admin"
 EXPIRED = "Token has expired"
 WRONG_AUDIENCE = "Invalid token audience - token not valid for this AgentOS instance"
 NO_SUBJECT = "Invalid token subject"
+NO_SESSION = "Invalid token session_id"
 NO_ISSUER = 'Token is missing the "iss" claim. Issuer verification requires this claim to be present in the token.'
 WRONG_ISSUER = "Invalid issuer. Expected: {expected}, got: {got}"
 UNKNOWN_KID = 'Unable to find a signing key that matches: "{kid}"'  # PyJWT's words (AgentOS has none)
@@ -64,14 +65,26 @@ def verify(token: str, security: Security) -> Caller:
         raise TokenRefused(WRONG_AUDIENCE if error.claim == "aud" else f"Invalid token: {error}") from None
     except jwt.InvalidTokenError as error:
         raise TokenRefused(f"Invalid token: {error}") from None
-    subject = claims.get("sub")
-    if not isinstance(subject, str) or not subject or len(subject) > MAX_ID:
+    subject, session = claims.get("sub"), claims.get("session_id") or None
+    if not _storable_id(subject):
         raise TokenRefused(NO_SUBJECT)
+    if session is not None and not _storable_id(session):
+        raise TokenRefused(NO_SESSION)  # ignored, it would free a token bound to a session from it
     scopes = claims.get("scopes") or []
     scopes = [scopes] if isinstance(scopes, str) else scopes if isinstance(scopes, list) else []
-    session = claims.get("session_id")
-    session = session if isinstance(session, str) and 0 < len(session) <= MAX_ID else None
     return Caller(subject, session, frozenset(str(scope) for scope in scopes))
+
+
+def _storable_id(value: object) -> bool:
+    """Whether a claim can be a user or session id: text of 1 to MAX_ID characters that PostgreSQL can store (no
+    NUL, no lone surrogate, which UTF-8 cannot encode)."""
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_ID or "\x00" in value:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _claims(token: str, security: Security) -> dict:

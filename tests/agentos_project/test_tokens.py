@@ -349,3 +349,36 @@ def test_a_kid_the_jwks_file_does_not_name_is_refused_not_tried_on_every_key(api
         {"detail": "Invalid token: Signature verification failed"},
     ), "an unknown kid may be a key without one, never another named key"
     assert (known.status_code, by_unnamed.status_code, by_listed.status_code) == (202, 202, 202)
+
+
+@with_conf("security", **HS256)
+@pytest.mark.parametrize("claim", ["sub", "session_id"])
+@pytest.mark.parametrize("odd", ["ada\x00", "ada\ud800"], ids=["NUL", "lone surrogate"])
+def test_a_subject_or_session_postgresql_cannot_store_is_refused_on_submit_and_poll(client, claim, odd):
+    run_id = submitted_by(client, token(SECRET, session_id="chat-1")).json()["run_id"]
+    signed = token(SECRET, **{claim: odd})
+    poll = {} if claim == "session_id" else {"session_id": "chat-1"}  # a session-bound token polls in its own
+
+    submitted = submitted_by(client, signed)
+    polled = client.get(f"/agents/stub-agent/runs/{run_id}", poll, **bearer(signed))
+
+    detail = {"detail": {"sub": "Invalid token subject", "session_id": "Invalid token session_id"}[claim]}
+    assert (submitted.status_code, submitted.json()) == (401, detail)
+    assert (polled.status_code, polled.json()) == (401, detail)
+    assert Run.objects.count() == 1 and AgentSession.objects.count() == 1
+
+
+@with_conf("security", **HS256)
+@pytest.mark.parametrize("session_id", [5, ["chat-1"], "x" * 300], ids=["a number", "a list", "too long"])
+def test_a_session_claim_that_names_no_session_is_refused_not_ignored(api, session_id):
+    response = submitted_by(api, token(SECRET, session_id=session_id))
+
+    assert (response.status_code, response.json()) == (401, {"detail": "Invalid token session_id"})
+    assert not Run.objects.exists()
+
+
+@with_conf("security", **HS256)
+def test_an_empty_session_claim_binds_the_token_to_no_session(api):
+    response = submitted_by(api, token(SECRET, session_id=""), session_id="chat-3")
+
+    assert (response.status_code, response.json()["session_id"]) == (202, "chat-3")
