@@ -6,6 +6,10 @@ A scope is `resource:action` (every resource of that type), `resource:<id>:actio
 needs with `scope = (resource, action)` (the resource `"component"` stands for its kind's plural, the id for its
 `component_id`); a missing scope is 403 `Insufficient permissions. Required scope(s): <scope>`. A listing needs
 none: as AgentOS does, it shows what the caller may read (`visible`), maybe nothing.
+
+One reading holds with AGENTOS_AUTHORIZATION off too: what names every user and worker (`/metrics`' user ids and
+host names) is the operator's, and a JWT caller is one only with a `read` scope on it or `agent_os:admin`
+(`is_operator`).
 """
 
 from __future__ import annotations
@@ -65,6 +69,14 @@ def scoped(request) -> Caller | None:
     if not current().security.authorization or not isinstance(caller, Caller) or caller.admin:
         return None
     return caller
+
+
+def is_operator(request, resource: str) -> bool:
+    """Whether the caller may see what `resource` shows of every user and worker (user ids, host names): anyone but
+    a JWT caller (the operator's keys, or everyone when no credential is set), and a JWT caller with a `read` scope
+    on `resource` or `agent_os:admin`, whether or not AGENTOS_AUTHORIZATION is on."""
+    caller = request.user
+    return not isinstance(caller, Caller) or allows(caller.scopes, resource, "read")
 
 
 def visible(request, resource: str, components: list, actions: tuple[str, ...] = ("read",)) -> list:

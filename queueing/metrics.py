@@ -185,7 +185,10 @@ def shared_values() -> dict[str, float] | None:
 
 
 class QueueCollector:
-    """What `/metrics` shows, read when it is scraped."""
+    """What `/metrics` shows, read when it is scraped; the user ids and worker names only with `identities`."""
+
+    def __init__(self, *, identities: bool):
+        self.identities = identities
 
     def collect(self):
         values = shared_values()
@@ -196,7 +199,7 @@ class QueueCollector:
             for name, (description, buckets) in HISTOGRAMS.items():
                 yield _histogram(name, description, buckets, values)
             yield _restarts(values)
-        yield from _database_gauges()
+        yield from _database_gauges(self.identities)
 
     def describe(self):
         return []
@@ -230,7 +233,7 @@ def _bound(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(bound)
 
 
-def _database_gauges():
+def _database_gauges(identities: bool):
     health = selectors.queue_health()
     tickets = GaugeMetricFamily(f"{PREFIX}tickets", "Tickets by status", labels=["status"])
     for status, count in health.counts.items():
@@ -253,7 +256,7 @@ def _database_gauges():
         waiting.add_metric([reason], hold.waiting)
     yield from (held, held_age, waiting)
     in_flight = GaugeMetricFamily(f"{PREFIX}runs_in_flight", "Runs executing now, per worker", labels=["worker"])
-    for worker, count in health.in_flight.items():
+    for worker, count in health.in_flight.items() if identities else ():  # a worker's name is its host and pid
         in_flight.add_metric([worker], count)
     yield in_flight
     fair = selectors.fair_share()
@@ -262,7 +265,7 @@ def _database_gauges():
         f"Runs executing now, for the {selectors.TOP_USERS} users with the most",
         labels=["user_id"],
     )
-    for user_id, count in fair.running_by_user.items():
+    for user_id, count in fair.running_by_user.items() if identities else ():
         by_user.add_metric([user_id], count)
     yield by_user
     held = GaugeMetricFamily(
@@ -276,8 +279,9 @@ def _database_gauges():
     yield held
 
 
-def exposition() -> bytes:
-    """The Prometheus text answer of `/metrics`."""
+def exposition(*, identities: bool) -> bytes:
+    """The Prometheus text answer of `/metrics`; without `identities`, the series that name a user or a worker
+    (host and pid) have no samples."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(QueueCollector())
+    registry.register(QueueCollector(identities=identities))
     return generate_latest(registry)

@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from agentos_project.auth import QueueAdminPermission
 from agentos_project.conf import current
+from agentos_project.scopes import is_operator
 from agentos_project.validation import validated
 
 from . import metrics
@@ -106,7 +107,8 @@ class QueueStatsView(QueueView):
 
 class MetricsView(APIView):
     """Prometheus' text format; guarded by the security key like every endpoint but `/health` (and, with
-    AGENTOS_AUTHORIZATION, AgentOS' scope `metrics:read`)."""
+    AGENTOS_AUTHORIZATION, AgentOS' scope `metrics:read`). The series that name users and workers are the
+    operator's (`scopes.is_operator`): a JWT caller without `metrics:read` gets them without samples."""
 
     scope = ("metrics", "read")
 
@@ -115,4 +117,5 @@ class MetricsView(APIView):
 
     @extend_schema(responses={(200, "text/plain"): OpenApiTypes.STR})
     def get(self, request):
-        return HttpResponse(metrics.exposition(), content_type=CONTENT_TYPE_LATEST)
+        exposition = metrics.exposition(identities=is_operator(request, "metrics"))
+        return HttpResponse(exposition, content_type=CONTENT_TYPE_LATEST)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import datetime
 import logging
 import re
+import time
 
+import jwt
 import pytest
 import redis
 from django.db import transaction
@@ -306,3 +308,52 @@ def test_fair_share_shows_running_per_user_held_runs_and_expirations(api, redis_
     assert after[("agentos_runs_held", (("reason", "cap"),))] == 2, "ana's two others"
     assert after[("agentos_runs_held", (("reason", "turn"),))] == 2, "bo's second and third wait their turn"
     assert moved(before, after, "agentos_runs_expired_total") == 1
+
+
+SECRET = "a-string-secret-at-least-256-bits-long"
+CREDENTIALS = {
+    "jwt_verification_keys": (SECRET,),
+    "jwt_algorithm": "HS256",
+    "security_key": "s3cret",
+    "admin_token": "adm1n",
+}
+
+NAMING = ("agentos_user_runs_running", "agentos_runs_in_flight")  # the series that name users and workers
+
+
+def jwt_of(*scopes: str) -> str:
+    return jwt.encode({"sub": "bo", "scopes": list(scopes), "exp": int(time.time()) + 600}, SECRET, algorithm="HS256")
+
+
+@pytest.mark.parametrize(
+    ("bearer", "operator"),
+    [
+        (lambda: jwt_of(), False),
+        (lambda: jwt_of("agents:read"), False),
+        (lambda: jwt_of("metrics:read"), True),
+        (lambda: jwt_of("agent_os:admin"), True),
+        (lambda: "s3cret", True),
+        (lambda: "adm1n", True),
+    ],
+    ids=["a plain token", "another scope", "metrics:read", "admin scope", "the security key", "the admin token"],
+)
+def test_only_an_operator_sees_user_ids_and_worker_names(api, redis_db, bearer, operator):
+    Ticket.objects.all().delete()
+    claim(accept(session_id="seen-ana", user_id="ana"), worker="host-1:4242:w")
+
+    with with_conf("security", **CREDENTIALS):
+        metrics.recorder.flush()
+        response = api.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {bearer()}")
+
+    assert response.status_code == 200
+    samples = metric_samples(response.content.decode())
+    named = {key: value for key, value in samples.items() if key[0] in NAMING}
+    assert named == (
+        {
+            ("agentos_user_runs_running", (("user_id", "ana"),)): 1,
+            ("agentos_runs_in_flight", (("worker", "host-1:4242:w"),)): 1,
+        }
+        if operator
+        else {}
+    )
+    assert samples[("agentos_tickets", (("status", "running"),))] == 1, "what names nobody is shown to every caller"
