@@ -68,6 +68,7 @@ class JwksFile:
         self._keys = NO_KEYS
         self._seen: tuple[tuple, int] | None = None  # the file's (inode, size, mtime) and when it was read then
         self._digest: bytes | None = None  # of the content parsed last, well or not
+        self._refused: str | None = None  # why that content is no JWKS document, if it is not
         self._failure: str | None = None  # the failure logged last, until a good read
 
     def keys(self) -> Keys:
@@ -94,16 +95,17 @@ class JwksFile:
             return
         self._seen = (stamp, read_at)
         digest = hashlib.sha256(content).digest()
-        if digest == self._digest:
-            return
-        self._digest = digest
-        try:
-            self._keys = parsed(content)
-        except ValueError as error:  # UnicodeDecodeError and json's errors too
-            self._failed(f"no JWKS document: {error}")
-            return
-        self._failure = None
-        log.info("JWKS file %s read: %d keys", self.path, len(self._keys.named) + len(self._keys.unnamed))
+        if digest != self._digest:
+            self._digest, self._refused = digest, None
+            try:
+                self._keys = parsed(content)
+                log.info("JWKS file %s read: %d keys", self.path, len(self._keys.named) + len(self._keys.unnamed))
+            except ValueError as error:  # UnicodeDecodeError and json's errors too
+                self._refused = f"no JWKS document: {error}"
+        if self._refused is None:
+            self._failure = None
+        else:
+            self._failed(self._refused)
 
     def _failed(self, why: str) -> None:
         if why == self._failure:

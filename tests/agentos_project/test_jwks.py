@@ -122,3 +122,23 @@ def test_a_file_unchanged_since_a_read_well_after_its_last_write_is_not_read_aga
 
     assert (first.status_code, second.status_code) == (202, 202)
     assert auth_lines(caplog) == [f"JWKS file {path} read: 1 keys"]
+
+
+def test_a_jwks_file_back_as_it_was_is_in_use_again_and_its_next_failure_is_logged(client, tmp_path, caplog):
+    key = rsa_key()
+    path = tmp_path / "jwks.json"
+    path.write_text(jwks_of(k1=key))
+    signed = token(key, "RS256", headers={"kid": "k1"})
+    with with_conf("security", jwt_jwks_file=str(path), jwt_algorithm="RS256"), caplog.at_level(logging.INFO):
+        answers = [submitted_by(client, signed).status_code]
+        content = path.read_text()
+        path.unlink()
+        answers.append(submitted_by(client, signed).status_code)
+        path.write_text(content)
+        answers.append(submitted_by(client, signed).status_code)
+        path.unlink()
+        answers.append(submitted_by(client, signed).status_code)
+
+    assert answers == [202, 202, 202, 202]
+    gone = f"JWKS file {path} not used (No such file or directory); the keys read last stay in use"
+    assert auth_lines(caplog) == [f"JWKS file {path} read: 1 keys", gone, gone]
