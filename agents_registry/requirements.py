@@ -108,7 +108,7 @@ class Answers:
 
         A requirement's answer is its tool execution's, else its own (`confirmation`, `external_execution_result`,
         `user_input_schema`), as AgentOS' `RunRequirement.from_dict` reads it. Raises `AnswerInvalid` for an entry
-        that names no tool call.
+        that names no tool call, or a `user_input_schema` that is not a list of objects each with a string `name`.
         """
         found: dict[str, dict] = {}
         for tool in self.tools or []:
@@ -126,7 +126,7 @@ class Answers:
 def _tool_answer(tool, field: str, refusal: str) -> dict[str, dict]:
     if not isinstance(tool, dict) or not isinstance(tool.get("tool_call_id"), str):
         raise AnswerInvalid(field, refusal)
-    answer = {"confirmed": tool.get("confirmed"), "result": tool.get("result"), "user_input": _values(tool)}
+    answer = {"confirmed": tool.get("confirmed"), "result": tool.get("result"), "user_input": _values(tool, field)}
     return {tool["tool_call_id"]: answer}
 
 
@@ -139,13 +139,18 @@ def _requirement_answer(requirement, field: str) -> dict[str, dict]:
         answer["confirmed"] = requirement.get("confirmation")
     if answer["result"] is None:
         answer["result"] = requirement.get("external_execution_result")
-    answer["user_input"] = {**_values(requirement), **answer["user_input"]}
+    answer["user_input"] = {**_values(requirement, field), **answer["user_input"]}
     return {call: answer}
 
 
-def _values(holder: dict) -> dict:
-    """The values filled in a `user_input_schema` (fields without one left out)."""
+def _values(holder: dict, field: str) -> dict:
+    """The values filled in a `user_input_schema` (fields without one left out); `AnswerInvalid` when it is not a
+    list of objects each with a string `name` (a name of another shape cannot name a field)."""
     fields = holder.get("user_input_schema")
-    if not isinstance(fields, list):
+    if fields is None:
         return {}
-    return {f["name"]: f["value"] for f in fields if isinstance(f, dict) and f.get("value") is not None and "name" in f}
+    if not isinstance(fields, list):
+        raise AnswerInvalid(field, "user_input_schema must be a list")
+    if not all(isinstance(f, dict) and isinstance(f.get("name"), str) for f in fields):
+        raise AnswerInvalid(field, "each user_input_schema entry must be an object with a string name")
+    return {f["name"]: f["value"] for f in fields if f.get("value") is not None}

@@ -132,8 +132,24 @@ def _decided(call: dict, answer: dict, field: str) -> dict:
         missing = [f["name"] for f in call.get("user_input_schema") or [] if values.get(f["name"]) is None]
         if missing:
             raise _invalid(f"tool call {call['tool_call_id']} needs a value for {missing[0]}", field)
+        for asked in call["user_input_schema"]:
+            shape = _SHAPES.get(asked.get("field_type"), _SCALAR)
+            if not isinstance(values[asked["name"]], shape.types):
+                raise _invalid(f"tool call {call['tool_call_id']} needs {shape.said} value for {asked['name']}", field)
         schema = [{**f, "value": values[f["name"]]} for f in call["user_input_schema"]]
         return {**call, "user_input_schema": schema, "answered": True}
     if not isinstance(answer.get("confirmed"), bool):
         raise _invalid(f"tool call {call['tool_call_id']} needs confirmed true or false", field)
     return {**call, "confirmed": answer["confirmed"]}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Shape:
+    types: tuple[type, ...]
+    said: str
+
+
+# The JSON shape a user input field takes, by its AgentOS `field_type`: a list or an object only where the field is
+# one, else a string, number or boolean (the tool's own validation checks the rest when it runs).
+_SCALAR = _Shape((str, int, float, bool), "a string, number or boolean")
+_SHAPES = {"list": _Shape((list,), "a list"), "dict": _Shape((dict,), "an object")}

@@ -408,3 +408,59 @@ def test_the_other_pauses_need_their_answer_then_continue_with_it(
         registry.unregister(agent.kind, agent.id)
 
     assert (Run.objects.get(pk=run_id).status, Run.objects.get(pk=run_id).content) == ("COMPLETED", f"done: {content}")
+
+
+@pytest.fixture
+def visit_run(redis_db):
+    """A run of an agent paused on `book_visit` (call `call_x`), waiting for the user's `date`."""
+    agent = registry.register(
+        Agent(id="visiting", name="Visiting", model=AskingModel("book_visit", {"city": "Lyon"}), tools=[book_visit])
+    )
+    try:
+        run_id = accept_run(session_id="ct-visit", component="visiting")
+        assert worker_execute(ticket_id=run_id) is True
+        yield run_id
+    finally:
+        registry.unregister(agent.kind, agent.id)
+
+
+ENTRY = "each user_input_schema entry must be an object with a string name"
+VALUE = "tool call call_x needs a string, number or boolean value for date"
+
+
+@pytest.mark.parametrize(
+    ("field", "answer", "message"),
+    [
+        ("tools", {"tool_call_id": "call_x", "user_input_schema": [{"name": ["date"], "value": "x"}]}, ENTRY),
+        ("tools", {"tool_call_id": "call_x", "user_input_schema": [{"name": {"date": 1}, "value": "x"}]}, ENTRY),
+        ("tools", {"tool_call_id": "call_x", "user_input_schema": [{"name": 7, "value": "x"}]}, ENTRY),
+        ("tools", {"tool_call_id": "call_x", "user_input_schema": ["date"]}, ENTRY),
+        ("tools", {"tool_call_id": "call_x", "user_input_schema": "date=x"}, "user_input_schema must be a list"),
+        ("tools", {"tool_call_id": "call_x", "user_input_schema": [{"name": "date", "value": ["x"]}]}, VALUE),
+        ("tools", {"tool_call_id": "call_x", "user_input_schema": [{"name": "date", "value": {"on": "x"}}]}, VALUE),
+        (
+            "requirements",
+            {"tool_execution": {"tool_call_id": "call_x"}, "user_input_schema": [{"name": ["date"], "value": "x"}]},
+            ENTRY,
+        ),
+        (
+            "requirements",
+            {"tool_execution": {"tool_call_id": "call_x", "user_input_schema": [{"name": "date", "value": [1]}]}},
+            VALUE,
+        ),
+    ],
+)
+def test_user_input_of_another_shape_is_422_naming_the_field_and_changes_nothing(
+    api, visit_run, field, answer, message
+):
+    before = snapshot(visit_run)
+
+    response = api.post(
+        f"/agents/visiting/runs/{visit_run}/continue",
+        {"background": "true", "stream": "false", "session_id": "ct-visit", field: json.dumps([answer])},
+        format="multipart",
+    )
+
+    assert response.status_code == 422
+    assert [(error["loc"], error["msg"]) for error in response.json()["detail"]] == [(["body", field], message)]
+    assert snapshot(visit_run) == before
