@@ -9,7 +9,7 @@ import uuid
 from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, TEAM, WORKFLOW, event_name
 from .requirements import of_member, run_requirements, step_requirement
-from .runloop import Progress, add_usage, agent_turns, apply_decisions, run_agent
+from .runloop import Progress, add_usage, agent_turns, answered, apply_decisions, run_agent
 from .tools import Tool, as_tool
 
 
@@ -159,8 +159,10 @@ class Team(Component):
         if result.status == RunResult.CANCELLED:
             return RunResult(RunResult.CANCELLED, text, messages, ctx.session_state, metrics=metrics)
         messages = [*messages, {"role": "assistant", "content": text}]
-        ctx.emit(event_name(TEAM, "completed"), {"content": text, "metrics": metrics})
-        return RunResult(RunResult.COMPLETED, text, messages, ctx.session_state, metrics=metrics)
+        ctx.emit(event_name(TEAM, "completed"), {**answered(result), "metrics": metrics})
+        # The leader's output schema is the team's.
+        kept = {"metrics": metrics, "content_type": result.content_type}
+        return RunResult(RunResult.COMPLETED, text, messages, ctx.session_state, **kept)
 
     @staticmethod
     def _paused(index: int, answers: list, result: RunResult, asked: list[dict], ctx: RunContext) -> RunResult:
@@ -217,12 +219,14 @@ class Workflow(Component):
                 self._pause(step, number, result.tools, ctx)
                 state = Progress(number, [step_input], result.messages).record()
                 return RunResult(RunResult.PAUSED, "", [state], ctx.session_state, tools=result.tools, metrics=metrics)
-            ctx.emit(event_name(WORKFLOW, "step_completed"), {"step_name": step.name, "content": result.content})
-            step_input = result.content
+            ctx.emit(event_name(WORKFLOW, "step_completed"), {"step_name": step.name, **answered(result)})
+            step_input = result.content  # a step's output schema reaches the next step as its JSON
         messages = [{"role": "user", "content": request.message}, {"role": "assistant", "content": step_input}]
-        ctx.emit(event_name(WORKFLOW, "completed"), {"content": step_input})
+        ctx.emit(event_name(WORKFLOW, "completed"), answered(result))
         metrics = self._metrics(completed=len(self.steps))
-        return RunResult(RunResult.COMPLETED, step_input, messages, ctx.session_state, metrics=metrics)
+        # The last step's output schema is the workflow's.
+        kept = {"metrics": metrics, "content_type": result.content_type}
+        return RunResult(RunResult.COMPLETED, step_input, messages, ctx.session_state, **kept)
 
     def _metrics(self, *, completed: int) -> dict:
         """The run's metrics as AgentOS' `WorkflowMetrics` has them: one entry per step completed so far (the run

@@ -276,6 +276,13 @@ def agent_turns(agent, messages: list[dict], ctx: RunContext, kind: str, fields:
     raise PermanentRunError(f"Agent {agent.id} called tools {agent.max_model_turns} times without answering")
 
 
+def answered(result: RunResult) -> dict:
+    """How a completed event tells an answer, as AgentOS does: the text, or the object of the output schema the
+    answer is the JSON of, with its `content_type` (`str`, or the schema's name)."""
+    content = result.content if result.content_type == "str" else json.loads(result.content)
+    return {"content": content, "content_type": result.content_type}
+
+
 def run_agent(
     agent, request: RunRequest, ctx: RunContext, *, kind: str = AGENT, fields: dict | None = None
 ) -> RunResult:
@@ -293,8 +300,7 @@ def run_agent(
     result = agent_turns(agent, messages, ctx, kind, fields)
     if result.status == RunResult.COMPLETED:
         metrics = {**result.metrics, "duration": round(ctx.clock() - started, 6)}
-        content = result.content if result.content_type == "str" else json.loads(result.content)
-        completed = {"content": content, "content_type": result.content_type, "metrics": metrics, **fields}
+        completed = {**answered(result), "metrics": metrics, **fields}
         if result.reasoning:
             completed["reasoning_content"] = result.reasoning
         ctx.emit(event_name(kind, "completed"), completed)

@@ -353,6 +353,31 @@ def test_an_output_schema_asks_the_model_for_it_and_makes_the_content_its_json(m
     assert (completed["content"], completed["content_type"]) == ({"code": "A1", "amount": 42.0}, "Refund")
 
 
+def test_a_team_whose_leader_has_an_output_schema_answers_its_object_as_an_agent_does(make_context, recorder):
+    leader = Agent(id="lead", name="L", model=Scripted('{"code": "A1", "amount": 42}'), output_schema=Refund)
+    team = Team(id="desk", name="Desk", leader=leader, members=(Agent(id="m", name="M", model=Scripted("A1 is late")),))
+
+    result = team.run(RunRequest(message="refund A1"), make_context())
+
+    assert (result.content, result.content_type) == ('{"code":"A1","amount":42.0}', "Refund")
+    [completed] = [fields for name, fields in recorder.events if name == "TeamRunCompleted"]
+    assert (completed["content"], completed["content_type"]) == ({"code": "A1", "amount": 42.0}, "Refund")
+
+
+def test_a_workflow_whose_last_step_has_an_output_schema_answers_its_object_as_an_agent_does(make_context, recorder):
+    first = Agent(id="draft", name="Draft", model=Scripted("refund A1 in full"))
+    last = Agent(id="price", name="Price", model=Scripted('{"code": "A1", "amount": 42}'), output_schema=Refund)
+    workflow = Workflow(id="refunds", name="Refunds", steps=(first, last))
+
+    result = workflow.run(RunRequest(message="refund A1"), make_context())
+
+    assert (result.content, result.content_type) == ('{"code":"A1","amount":42.0}', "Refund")
+    steps = [(f["content"], f["content_type"]) for name, f in recorder.events if name == "StepCompleted"]
+    assert steps == [("refund A1 in full", "str"), ({"code": "A1", "amount": 42.0}, "Refund")]
+    [completed] = [fields for name, fields in recorder.events if name == "WorkflowCompleted"]
+    assert (completed["content"], completed["content_type"]) == ({"code": "A1", "amount": 42.0}, "Refund")
+
+
 @pytest.mark.parametrize(
     ("schema", "answer", "said"),
     [

@@ -1,9 +1,13 @@
 """GET {prefix}/runs/{run_id}?session_id= (CONTRACT 3.2): the body field by field, and every refusal."""
 
+import json
 import re
 
+import pydantic
 import pytest
 
+from agents_registry.components import Agent, Team, Workflow
+from agents_registry.registry import registry
 from queueing.worker import worker_execute
 
 from ..conftest import poll, poll_answer, submit
@@ -91,3 +95,57 @@ def test_run_polled_under_another_kind_answers_404(api, accepted):
     response = poll_answer(api, accepted["run_id"], "chat-poll", prefix="/teams/stub-team")
 
     assert (response.status_code, response.json()) == (404, {"detail": "Run not found"})
+
+
+class Verdict(pydantic.BaseModel):
+    refundable: bool
+
+
+class Answering:
+    """A model that answers `text` to every prompt."""
+
+    id, provider = "answering", "test"
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def stream(self, messages, tools, ctx, response_format=None):
+        yield self.text
+
+
+@pytest.fixture
+def structured():
+    """A team whose leader, and a workflow whose last step, answer with a `Verdict`."""
+    answers = lambda: Agent(id="judge", name="Judge", model=Answering('{"refundable": true}'), output_schema=Verdict)  # noqa: E731
+    plain = Agent(id="plain", name="Plain", model=Answering("A1 is late"))
+    components = [
+        registry.register(Team(id="judges", name="Judges", leader=answers(), members=(plain,))),
+        registry.register(Workflow(id="judging", name="Judging", steps=(plain, answers()))),
+    ]
+    yield
+    for component in components:
+        registry.unregister(component.kind, component.id)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("redis_db", "structured")
+@pytest.mark.parametrize(
+    ("prefix", "completed"), [("/teams/judges", "TeamRunCompleted"), ("/workflows/judging", "WorkflowCompleted")]
+)
+def test_a_team_or_workflow_with_an_output_schema_shows_its_object_as_an_agent_does(api, prefix, completed):
+    run_id = submit(api, prefix=prefix, message="refund A1?", session_id="chat-verdict").json()["run_id"]
+    assert worker_execute(ticket_id=run_id) is True
+
+    body = poll(api, run_id, "chat-verdict", prefix=prefix)
+    replay = api.post(f"{prefix}/runs/{run_id}/resume", {"session_id": "chat-verdict"}, format="multipart")
+    streamed = [
+        json.loads(line[len("data: ") :])
+        for line in b"".join(replay).decode().splitlines()
+        if line.startswith("data: ")
+    ]
+
+    assert (body["content"], body["content_type"]) == ({"refundable": True}, "Verdict")
+    [stored] = [event for event in body["events"] if event["event"] == completed]
+    [live] = [event for event in streamed if event.get("event") == completed]
+    for event in (stored, live):
+        assert (event["content"], event["content_type"]) == ({"refundable": True}, "Verdict")
