@@ -30,6 +30,28 @@ SETTLING = "agentos.settling"
 FENCE = f"current_setting('{SETTLING}', true) = %(fence)s"
 
 
+def job_payload(*, message: str, kwargs: dict, user_id: str | None, **beside) -> dict:
+    """A ticket's payload as AgentOS' job payload has it (`/queue` shows it, CONTRACT 3.7): the message as `input`,
+    the run's other arguments as `kwargs`, the `scope` its component resolves in (a registry's: no versions); then
+    `beside`, what else the work keeps of its submission."""
+    return {"input": message, "kwargs": kwargs, "scope": _scope(user_id), **beside}
+
+
+def job_payload_shown(payload: dict, *, user_id: str | None) -> dict:
+    """A stored payload as `/queue` shows it: AgentOS' job payload. One stored with its message as `message` (before
+    it was `input`, or by an older replica during a rolling upgrade) is shown as `job_payload` would have stored it;
+    any other is shown as stored."""
+    if "message" not in payload or "input" in payload:
+        return payload
+    beside = {key: value for key, value in payload.items() if key != "message"}
+    kwargs = {key: payload[key] for key in ("session_state", "metadata") if payload.get(key) is not None}
+    return job_payload(message=payload["message"], kwargs=kwargs, user_id=user_id, **beside)
+
+
+def _scope(user_id: str | None) -> dict:
+    return {"user_id": user_id, "version": None, "pinned": None, "source": "registry"}
+
+
 @dataclasses.dataclass(frozen=True)
 class NewTicket:
     """A ticket to accept: `id` is its run's id."""

@@ -161,15 +161,16 @@ def tickets_page(
 
 def queue_stats() -> dict:
     """`GET /queue/stats`: tickets by status (the statuses present only, as AgentOS counts them) and the oldest
-    queued ticket's age in seconds (None if none); beyond AgentOS, fair share: the users with the most runs
-    running (`running_by_user`, the top TOP_USERS), the runs held by the cap and those held for their user's turn,
-    and the runs expired in the queue (of the tickets retention keeps)."""
+    queued ticket's age in whole seconds (None if none), an integer as AgentOS' is; beyond AgentOS, fair share: the
+    users with the most runs running (`running_by_user`, the top TOP_USERS), the runs held by the cap and those held
+    for their user's turn, and the runs expired in the queue (of the tickets retention keeps)."""
     health = queue_health(details=False)
     counts = {status: count for status, count in health.counts.items() if count}
+    oldest = health.oldest_queued_age_seconds
     fair = fair_share()
     return {
         "counts": counts,
-        "oldest_queued_age_seconds": health.oldest_queued_age_seconds,
+        "oldest_queued_age_seconds": None if oldest is None else int(oldest),
         "running_by_user": fair.running_by_user,
         "held_by_cap": fair.held_by_cap,
         "held_for_turn": fair.held_for_turn,

@@ -7,6 +7,7 @@ import datetime
 from rest_framework import serializers
 
 from .models import Ticket
+from .seam import job_payload_shown
 
 
 def _epoch(moment: datetime.datetime | None) -> int | None:
@@ -34,7 +35,7 @@ def ticket_to_wire(ticket: Ticket) -> dict:
         "created_at": _epoch(ticket.created_at),
         "updated_at": _epoch(ticket.updated_at),
         "completed_at": _epoch(ticket.completed_at),
-        "payload": ticket.payload,
+        "payload": job_payload_shown(ticket.payload, user_id=ticket.user_id),
     }
 
 
@@ -77,7 +78,7 @@ class JobPageSerializer(serializers.Serializer):
 
 class StatsSerializer(serializers.Serializer):
     counts = serializers.DictField(child=serializers.IntegerField())
-    oldest_queued_age_seconds = serializers.FloatField(allow_null=True)
+    oldest_queued_age_seconds = serializers.IntegerField(allow_null=True, help_text="whole seconds")
 
 
 class JobListQuery(serializers.Serializer):

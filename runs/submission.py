@@ -7,6 +7,7 @@ import hashlib
 import json
 
 from agents_registry.components import Component
+from queueing.seam import job_payload
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,15 +42,18 @@ class Submission:
         return hashlib.sha256(json.dumps(chosen, sort_keys=True).encode()).hexdigest()
 
     def payload(self) -> dict:
-        """What the ticket carries for operators: the submission as the client sent it."""
-        return {
-            "message": self.message,
-            "stream": self.stream,
-            "background": self.background,
-            "session_state": self.session_state,
-            "metadata": self.metadata,
+        """What the ticket carries for operators: AgentOS' job payload (the message as `input`, the JSON fields
+        sent as `kwargs`), and the submission as the client sent it beside it."""
+        arguments = {"session_state": self.session_state, "metadata": self.metadata}
+        return job_payload(
+            message=self.message,
+            kwargs={name: value for name, value in arguments.items() if value is not None},
+            user_id=self.user_id,
+            stream=self.stream,
+            background=self.background,
+            **arguments,
             **({"expires_in": self.expires_in} if self.expires_in is not None else {}),
-        }
+        )
 
 
 @dataclasses.dataclass(frozen=True)

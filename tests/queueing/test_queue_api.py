@@ -71,6 +71,32 @@ def test_a_job_is_its_ticket_on_the_wire(api, session_id):
     }
 
 
+def test_a_job_stored_before_the_message_was_named_input_shows_it_as_input(api, session_id):
+    """A ticket accepted with the message as `message` (before this version, or by an older replica during a
+    rolling upgrade) shows AgentOS' job payload all the same."""
+    ticket_id = accept(session_id=session_id, user_id="ada")
+    stored = {"message": "hi", "stream": False, "background": True, "session_state": {"n": 1}, "metadata": None}
+    Ticket.objects.filter(pk=ticket_id).update(payload=stored)
+
+    shown = api.get(f"/queue/jobs/{ticket_id}").json()["payload"]
+    [listed] = [job["payload"] for job in api.get("/queue/jobs").json()["data"] if job["id"] == ticket_id]
+
+    assert (
+        shown
+        == listed
+        == {
+            "input": "hi",
+            "kwargs": {"session_state": {"n": 1}},
+            "scope": {"user_id": "ada", "version": None, "pinned": None, "source": "registry"},
+            "stream": False,
+            "background": True,
+            "session_state": {"n": 1},
+            "metadata": None,
+        }
+    )
+    assert snapshot(ticket_id)["payload"] == stored, "shown so, not rewritten"
+
+
 def test_only_a_running_job_shows_its_lock(api, session_id):
     running = claim(accept(session_id=f"{session_id}-running"))
     retrying = claim(accept(session_id=f"{session_id}-retrying", max_attempts=2))
@@ -328,6 +354,7 @@ def test_stats_count_the_statuses_present_only_and_the_oldest_queued_age(api, se
 
     assert stats["counts"] == {"queued": 1, "failed": 2}
     assert 120 <= stats["oldest_queued_age_seconds"] < 130
+    assert type(stats["oldest_queued_age_seconds"]) is int, "whole seconds, as AgentOS counts them"
 
 
 def test_stats_of_an_empty_queue(api):

@@ -62,8 +62,10 @@ def test_background_submit_answers_202_only_once_its_rows_are_committed(api, fmt
     ticket = Ticket.objects.get(pk=body["run_id"])
     assert (ticket.status, ticket.attempt, ticket.max_attempts, ticket.session_seq) == ("queued", 0, 1, 1)
     assert (ticket.session_id, ticket.user_id, ticket.is_head, ticket.serialized) == ("chat-1", "ana", True, True)
-    assert ticket.payload == {
-        "message": "hello sleep=0",
+    assert ticket.payload == {  # AgentOS' job payload (input, kwargs, scope), the submission beside it
+        "input": "hello sleep=0",
+        "kwargs": {},
+        "scope": {"user_id": "ana", "version": None, "pinned": None, "source": "registry"},
         "stream": False,
         "background": True,
         "session_state": None,
@@ -72,6 +74,20 @@ def test_background_submit_answers_202_only_once_its_rows_are_committed(api, fmt
     assert AgentSession.objects.get(pk="chat-1").component_id == "stub-agent"
     assert router.publisher.flush()
     assert redis_db.llen("agentos") == 1, "and it was published"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_jobs_payload_on_the_queue_is_agentos_with_the_runs_arguments_as_kwargs(api, redis_db):
+    fields = {"session_state": '{"cart": ["A1"]}', "metadata": '{"via": "app"}'}
+    run_id = submit(api, message="hi sleep=0", session_id="chat-kw", **fields).json()["run_id"]
+
+    payload = api.get(f"/queue/jobs/{run_id}").json()["payload"]
+
+    assert (payload["input"], payload["kwargs"]) == (
+        "hi sleep=0",
+        {"session_state": {"cart": ["A1"]}, "metadata": {"via": "app"}},
+    )
+    assert payload["scope"] == {"user_id": None, "version": None, "pinned": None, "source": "registry"}
 
 
 def test_urlencoded_form_is_accepted(api):

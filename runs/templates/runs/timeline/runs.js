@@ -151,7 +151,7 @@ function see(job) {
   if (!run) {
     if (FINISHED.has(status) && (job.completed_at || job.updated_at) < now() - windowSeconds()) return;
     run = track({run_id: job.id, session_id: job.session_id, kind: job.component_type, component: job.component_id,
-                 label: job.payload?.message ?? job.id, accepted: job.created_at, body: {status},
+                 label: job.payload?.input ?? job.payload?.message ?? job.id, accepted: job.created_at, body: {status},
                  endedBy: job.completed_at});
     run.job = job;
     return;
