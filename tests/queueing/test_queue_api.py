@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import uuid
 
 import pytest
@@ -243,6 +244,38 @@ def test_paging_out_of_range_is_422_with_field_errors(api, query, field):
 
     assert response.status_code == 422
     assert [error["loc"] for error in response.json()["detail"]] == [["query", field]]
+
+
+NUL = {"type": "null_characters_not_allowed", "msg": "Null characters are not allowed.", "input": "\x00"}
+
+
+@pytest.mark.parametrize(
+    ("query", "error"),
+    [
+        ("status=%00", {**NUL, "loc": ["query", "status", 0]}),
+        ("status=failed&status=%00", {**NUL, "loc": ["query", "status", 1]}),
+        ("session_id=s1&session_id=%00", {**NUL, "loc": ["query", "session_id", 1]}),
+    ],
+)
+def test_a_bad_value_of_a_repeatable_parameter_is_a_field_error_naming_its_place(api, query, error):
+    response = api.get(f"/queue/jobs?{query}")
+
+    assert (response.status_code, response.json()) == (422, {"detail": [error]})
+
+
+def test_a_bad_item_of_a_list_in_a_body_is_a_field_error_naming_its_place(api):
+    body = json.dumps({"status": ["failed", ["queued"]]})
+
+    response = api.generic("GET", "/queue/jobs", body, content_type="application/json")
+
+    assert (response.status_code, response.json()) == (
+        422,
+        {
+            "detail": [
+                {"type": "invalid", "loc": ["query", "status", 1], "msg": "Not a valid string.", "input": ["queued"]}
+            ]
+        },
+    )
 
 
 def test_limit_at_its_bounds_is_accepted(api):
