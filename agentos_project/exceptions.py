@@ -53,7 +53,8 @@ def exception_handler(exc, context):
     elif isinstance(exc, SuspiciousOperation):
         exc = RequestRefused(refusal_text(exc))
     elif isinstance(exc, ParseError):
-        exc = RequestInvalid([{"type": "json_invalid", "loc": ["body"], "msg": str(exc.detail), "input": None}])
+        kind = getattr(exc, "kind", "json_invalid")  # a parser's own kind of malformed body, else bad JSON
+        exc = RequestInvalid([{"type": kind, "loc": ["body"], "msg": str(exc.detail), "input": None}])
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -100,7 +100,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": [
         "agentos_project.parsers.JSONParser",
         "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
+        "agentos_project.parsers.MultiPartParser",
     ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_AUTHENTICATION_CLASSES": ["agentos_project.auth.SecurityKeyAuthentication"],

@@ -7,6 +7,7 @@ import time
 
 import psutil
 import pytest
+import requests
 
 from runs.models import Run
 
@@ -100,4 +101,29 @@ def test_a_declared_length_over_1_mib_is_refused_before_the_body_is_sent(start_s
 
     assert (status, answer) == (413, REFUSED), "answered without a byte of the body"
     assert time.monotonic() - started < 5, "not after waiting for the body"
+    assert Run.objects.count() == 0
+
+
+def test_a_multipart_body_another_boundary_frames_is_refused_and_runs_nothing(start_web):
+    web = start_web()
+    fields = {"message": "hi sleep=0", "background": "true", "stream": "false", "session_id": "mp-e2e"}
+    parts = [f'--BBB\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n' for k, v in fields.items()]
+    body = ("".join(parts) + "--BBB--\r\n").encode()
+
+    response = requests.post(
+        f"{web.url}/agents/stub-agent/runs",
+        data=body,
+        headers={"Content-Type": "multipart/form-data; boundary=AAA"},
+        timeout=30,
+    )
+
+    assert (response.status_code, response.headers["Content-Type"]) == (422, "application/json"), response.text
+    assert response.json()["detail"] == [
+        {
+            "type": "multipart_invalid",
+            "loc": ["body"],
+            "msg": "Multipart body is not framed by the boundary it declares",
+            "input": None,
+        }
+    ]
     assert Run.objects.count() == 0

@@ -262,3 +262,47 @@ def test_a_full_queue_answers_429(api):
 
     assert (response.status_code, response.json()) == (429, {"detail": "Job queue is full"})
     assert row_counts() == before
+
+
+def multipart(boundary: str, fields: dict) -> bytes:
+    """A multipart body of `fields`, framed by `boundary`."""
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n' for k, v in fields.items()]
+    return ("".join(parts) + f"--{boundary}--\r\n").encode()
+
+
+FRAMED = multipart("BBB", {**FORM, "session_id": "mp-1"})
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("redis_db")
+@pytest.mark.parametrize(
+    ("content_type", "body", "msg"),
+    [
+        ("multipart/form-data; boundary=AAA", FRAMED, "Multipart body is not framed by the boundary it declares"),
+        ("multipart/form-data", FRAMED, "Multipart body has no boundary in its Content-Type"),
+        ("multipart/form-data; boundary=", FRAMED, "Multipart body has no boundary in its Content-Type"),
+        ("multipart/form-data; boundary=BBB", FRAMED[:-30], "Multipart body ends before its closing boundary"),
+        ("multipart/form-data; boundary=BBB", FRAMED[:-9], "Multipart body ends before its closing boundary"),
+    ],
+    ids=["boundary mismatch", "no boundary", "empty boundary", "truncated in a field", "truncated at the end"],
+)
+def test_a_multipart_body_its_boundary_does_not_frame_is_422_and_writes_nothing(api, content_type, body, msg):
+    before = row_counts()
+
+    response = api.generic("POST", RUNS, body, content_type=content_type)
+
+    assert (response.status_code, response.json()) == (
+        422,
+        {"detail": [{"type": "multipart_invalid", "loc": ["body"], "msg": msg, "input": None}]},
+    )
+    assert row_counts() == before
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("redis_db")
+def test_a_multipart_body_framed_by_its_boundary_is_accepted_with_a_preamble_and_an_epilogue(api):
+    body = b"a preamble\r\n" + FRAMED + b"an epilogue\r\n"
+
+    response = api.generic("POST", RUNS, body, content_type="multipart/form-data; boundary=BBB")
+
+    assert (response.status_code, response.json()["session_id"]) == (202, "mp-1")
