@@ -1,7 +1,7 @@
 """What the runs API answers, described for `/openapi.json` (the views build these bodies; nothing here runs).
 
 So a schema-driven client or fuzzer sees the real shapes: the 202 body, the run body of CONTRACT 3.2, the
-summaries `/config` and the listings carry, and the `{"detail": ...}` of every refusal.
+summaries `/config` and the listings carry, and the `{"detail": ...}` of every refusal (`agentos_project.openapi`).
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema_field
 from rest_framework import serializers
+
+from agentos_project.openapi import INVALID, refused
 
 from .models import CancellationStage, RunStatus
 
@@ -99,45 +101,6 @@ class ConfigSerializer(serializers.Serializer):
     queue = QueueModeSerializer()
 
 
-class ErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField()
-
-
-FIELD_ERROR = {
-    "type": "object",
-    "properties": {
-        "type": {"type": "string"},
-        "loc": {"type": "array", "items": {"type": "string"}},
-        "msg": {"type": "string"},
-        "input": {"nullable": True},
-    },
-    "required": ["type", "loc", "msg", "input"],
-}
-
-
-@extend_schema_field(
-    {
-        "oneOf": [
-            {"type": "array", "items": FIELD_ERROR},
-            {"type": "string", "description": "an Idempotency-Key refusal"},
-        ]
-    }
-)
-class FieldErrorsField(serializers.JSONField):
-    pass
-
-
-class ValidationErrorSerializer(serializers.Serializer):
-    """FastAPI's list of field errors; or, for an Idempotency-Key refusal (CONTRACT 7, 14), its text."""
-
-    detail = FieldErrorsField()
-
-
-def refused(description: str) -> OpenApiResponse:
-    return OpenApiResponse(ErrorSerializer, description=description)
-
-
-INVALID = OpenApiResponse(ValidationErrorSerializer, description="a field or parameter is missing or malformed")
 IDEMPOTENCY_KEY = OpenApiParameter(
     "Idempotency-Key",
     OpenApiTypes.STR,
