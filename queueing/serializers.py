@@ -40,7 +40,9 @@ def ticket_to_wire(ticket: Ticket) -> dict:
 
 
 class JobSerializer(serializers.Serializer):
-    """The job's fields, for the OpenAPI schema (answers are built by `ticket_to_wire`)."""
+    """A job of the durable queue: one run's ticket."""
+
+    # For the OpenAPI schema only, which shows the docstring above: answers are built by `ticket_to_wire`.
 
     id = serializers.UUIDField()
     component_type = serializers.ChoiceField(choices=["agent", "team", "workflow"])

@@ -1,4 +1,7 @@
-"""`/queue` (CONTRACT 3.7) and `/metrics` (CONTRACT 12): validate, call one selector or operation, serialize."""
+"""`/queue` (CONTRACT 3.7) and `/metrics` (CONTRACT 12): validate, call one selector or operation, serialize.
+
+Each operation states its `description` for `/openapi.json`, which would otherwise show the view's docstring; the
+operationIds are AgentOS' own."""
 
 from __future__ import annotations
 
@@ -49,6 +52,8 @@ def _query(request) -> dict:
 
 class JobListView(QueueView):
     @extend_schema(
+        operation_id="list_queue_jobs",
+        description="Jobs of the durable queue, newest first; status=failed is the dead-letter list.",
         parameters=[
             OpenApiParameter("status", str, many=True, enum=JOB_STATUSES, description="repeatable"),
             OpenApiParameter("session_id", str, many=True, description="repeatable"),
@@ -75,7 +80,11 @@ class JobListView(QueueView):
 
 
 class JobDetailView(QueueView):
-    @extend_schema(responses={200: JobSerializer, 404: OpenApiResponse(description="no such job"), **REFUSALS})
+    @extend_schema(
+        operation_id="get_queue_job",
+        description="One job of the durable queue.",
+        responses={200: JobSerializer, 404: OpenApiResponse(description="no such job"), **REFUSALS},
+    )
     def get(self, request, job_id: str):
         ticket = ticket_get(ticket_id=job_id)
         if ticket is None:
@@ -85,6 +94,8 @@ class JobDetailView(QueueView):
 
 class JobRequeueView(QueueView):
     @extend_schema(
+        operation_id="requeue_queue_job",
+        description="A failed or cancelled job back in line, with one more attempt, at the back of its session.",
         parameters=[RequeueQuery],
         request=None,
         responses={
@@ -100,7 +111,11 @@ class JobRequeueView(QueueView):
 
 
 class QueueStatsView(QueueView):
-    @extend_schema(responses={200: StatsSerializer, **REFUSALS})
+    @extend_schema(
+        operation_id="get_queue_stats",
+        description="Jobs by status and the oldest queued job's age.",
+        responses={200: StatsSerializer, **REFUSALS},
+    )
     def get(self, request):
         return Response(queue_stats())
 
@@ -115,7 +130,7 @@ class MetricsView(APIView):
     def perform_content_negotiation(self, request, force=False):
         return super().perform_content_negotiation(request, force=True)  # text, whatever Accept says; refusals JSON
 
-    @extend_schema(responses={(200, "text/plain"): OpenApiTypes.STR})
+    @extend_schema(description="Prometheus' text format.", responses={(200, "text/plain"): OpenApiTypes.STR})
     def get(self, request):
         exposition = metrics.exposition(identities=is_operator(request, "metrics"))
         return HttpResponse(exposition, content_type=CONTENT_TYPE_LATEST)

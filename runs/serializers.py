@@ -104,6 +104,9 @@ class DeadlineField(serializers.Field):
 
 
 class SubmitSerializer(ReusedFields, serializers.Serializer):
+    """A run to start: form fields (multipart or urlencoded) or a JSON body with the same keys."""
+
+    # The docstring above is the request's description in /openapi.json (else it would be ReusedFields').
     message = serializers.CharField(trim_whitespace=False, min_length=1)
     session_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)
     user_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)

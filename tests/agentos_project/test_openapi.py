@@ -1,0 +1,53 @@
+"""`/openapi.json` says what clients look for (issue 41): one operationId per operation, the refusals each endpoint
+gives with their `{"detail": ...}` body, streamed answers as server-sent events, the fields a request needs, and
+descriptions written for clients."""
+
+import re
+from collections import Counter
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def schema(api) -> dict:
+    return api.get("/openapi.json").json()
+
+
+def operations(schema: dict):
+    for path, methods in schema["paths"].items():
+        for method, operation in methods.items():
+            yield path, method, operation
+
+
+def test_every_operation_id_is_unique_and_the_queues_are_agentos(schema):
+    ids = Counter(operation["operationId"] for _, _, operation in operations(schema))
+    queue = {(path, method): op["operationId"] for path, method, op in operations(schema) if path.startswith("/queue")}
+
+    assert [name for name, count in ids.items() if count > 1] == []
+    assert [name for name in ids if re.search(r"_\d+$", name)] == [], "no collision left to drf-spectacular's suffixes"
+    assert queue == {
+        ("/queue/jobs", "get"): "list_queue_jobs",
+        ("/queue/jobs/{job_id}", "get"): "get_queue_job",
+        ("/queue/jobs/{job_id}/requeue", "post"): "requeue_queue_job",
+        ("/queue/stats", "get"): "get_queue_stats",
+    }
+
+
+def test_descriptions_are_written_for_clients(schema):
+    described = {(path, method): op.get("description") for path, method, op in operations(schema)}
+
+    assert schema["components"]["schemas"]["Submit"]["description"] == (
+        "A run to start: form fields (multipart or urlencoded) or a JSON body with the same keys."
+    )
+    assert schema["components"]["schemas"]["Job"]["description"] == "A job of the durable queue: one run's ticket."
+    assert {key: text for key, text in described.items() if key[0].startswith(("/queue", "/metrics"))} == {
+        ("/queue/jobs", "get"): "Jobs of the durable queue, newest first; status=failed is the dead-letter list.",
+        ("/queue/jobs/{job_id}", "get"): "One job of the durable queue.",
+        ("/queue/jobs/{job_id}/requeue", "post"): (
+            "A failed or cancelled job back in line, with one more attempt, at the back of its session."
+        ),
+        ("/queue/stats", "get"): "Jobs by status and the oldest queued job's age.",
+        ("/metrics", "get"): "Prometheus' text format.",
+    }
