@@ -1,5 +1,6 @@
-"""The `{"detail": ...}` bodies of refusals, described for `/openapi.json` (`exceptions` builds them; nothing here
-runs): every app's views document their refusals with these."""
+"""The `{"detail": ...}` bodies of refusals, described for `/openapi.json` (`exceptions` builds them): every app's
+views document their refusals with these, and `document_gates` adds the bearer gates' (`auth`, `scopes`) to every
+operation behind them."""
 
 from __future__ import annotations
 
@@ -46,3 +47,23 @@ def refused(description: str) -> OpenApiResponse:
 
 
 INVALID = OpenApiResponse(ValidationErrorSerializer, description="a field or parameter is missing or malformed")
+
+
+ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+GATES = {
+    "401": "no bearer token, or a JWT that does not verify, while AGENTOS_SECURITY_KEY or JWT is on",
+    "403": "a token that is not the key, a scope the token lacks, or a user_id or session_id that is not the token's",
+}
+
+
+def document_gates(result, generator, request, public):
+    """A drf-spectacular postprocessing hook: each operation behind the bearer gates (one with a `security`
+    requirement: all but /health) documents their 401 and 403, with the `{"detail": ...}` body, unless it states
+    its own. The gates apply to every view by default (REST_FRAMEWORK's permission classes), so their refusals are
+    documented the same way, not view by view."""
+    for methods in result["paths"].values():
+        for operation in methods.values():
+            if operation.get("security"):
+                for status, description in GATES.items():
+                    operation["responses"].setdefault(status, {"description": description, "content": ERROR})
+    return result

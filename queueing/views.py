@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from prometheus_client import CONTENT_TYPE_LATEST
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentos_project.auth import QueueAdminPermission
 from agentos_project.conf import current
+from agentos_project.openapi import INVALID, refused
 from agentos_project.scopes import is_operator
 from agentos_project.validation import validated
 
@@ -24,9 +25,9 @@ from .selectors import JOB_STATUSES, queue_stats, ticket_get
 from .serializers import JobListQuery, JobPageSerializer, JobSerializer, RequeueQuery, StatsSerializer, ticket_to_wire
 
 REFUSALS = {
-    401: OpenApiResponse(description="no bearer token while AGENTOS_SECURITY_KEY is set"),
-    403: OpenApiResponse(description="Job queue operations require an admin scope"),
-    503: OpenApiResponse(description="the durable queue is disabled"),
+    401: refused("no bearer token while AGENTOS_SECURITY_KEY or AGENTOS_ADMIN_TOKEN is set"),
+    403: refused("Job queue operations require an admin scope"),
+    503: refused("the durable queue is disabled"),
 }
 
 
@@ -63,7 +64,12 @@ class JobListView(QueueView):
             OpenApiParameter("sort_by", str, description="created_at (default), updated_at, completed_at, status, …"),
             OpenApiParameter("sort_order", str, enum=["asc", "desc"]),
         ],
-        responses={200: JobPageSerializer, 400: OpenApiResponse(description="bad filter"), **REFUSALS},
+        responses={
+            200: JobPageSerializer,
+            400: refused("an unknown status, an empty filter"),
+            422: INVALID,
+            **REFUSALS,
+        },
     )
     def get(self, request):
         query = validated(JobListQuery, _query(request), location="query")
@@ -83,7 +89,7 @@ class JobDetailView(QueueView):
     @extend_schema(
         operation_id="get_queue_job",
         description="One job of the durable queue.",
-        responses={200: JobSerializer, 404: OpenApiResponse(description="no such job"), **REFUSALS},
+        responses={200: JobSerializer, 404: refused("no such job"), **REFUSALS},
     )
     def get(self, request, job_id: str):
         ticket = ticket_get(ticket_id=job_id)
@@ -100,8 +106,9 @@ class JobRequeueView(QueueView):
         request=None,
         responses={
             200: JobSerializer,
-            400: OpenApiResponse(description="not failed or cancelled, or unknown"),
-            409: OpenApiResponse(description="failed within the lease grace; pass force=true"),
+            400: refused("not failed or cancelled, or unknown"),
+            409: refused("failed within the lease grace; pass force=true"),
+            422: INVALID,
             **REFUSALS,
         },
     )

@@ -120,6 +120,10 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["agentos_project.auth.SecurityKeyPermission"],
     "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "runs.models.RunStatus", "HealthStatusEnum": ["ok", "unavailable"]},
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "agentos_project.openapi.document_gates",
+    ],
 }
 
 # Celery: the broker carries ticket ids only; PostgreSQL holds the truth, so results are not stored. Worker task

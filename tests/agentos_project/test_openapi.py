@@ -8,6 +8,18 @@ from collections import Counter
 import pytest
 
 pytestmark = pytest.mark.django_db
+KINDS = ("agents", "teams", "workflows")
+ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+INVALID = {"application/json": {"schema": {"$ref": "#/components/schemas/ValidationError"}}}
+# The operations whose input is validated (422): their body or query parameters.
+VALIDATED = {
+    *((f"/{kind}/{{component_id}}/runs", "post") for kind in KINDS),
+    *((f"/{kind}/{{component_id}}/runs/{{run_id}}", "get") for kind in KINDS),
+    *((f"/{kind}/{{component_id}}/runs/{{run_id}}/{action}", "post")
+      for kind in KINDS for action in ("cancel", "continue", "resume")),
+    ("/queue/jobs", "get"),
+    ("/queue/jobs/{job_id}/requeue", "post"),
+}  # fmt: skip
 
 
 @pytest.fixture
@@ -51,3 +63,20 @@ def test_descriptions_are_written_for_clients(schema):
         ("/queue/stats", "get"): "Jobs by status and the oldest queued job's age.",
         ("/metrics", "get"): "Prometheus' text format.",
     }
+
+
+def test_every_gated_endpoint_documents_its_refusals_with_their_detail(schema):
+    for path, method, operation in operations(schema):
+        responses = operation["responses"]
+        if path == "/health":
+            assert not {"401", "403"} & set(responses), "no bearer gate"
+            continue
+        for status in ("401", "403"):
+            assert responses[status]["content"] == ERROR, (path, method, status)
+        if (path, method) in VALIDATED:
+            assert responses["422"]["content"] == INVALID, (path, method)
+        else:
+            assert "422" not in responses, (path, method)
+        if path.startswith("/queue"):
+            refusals = {status for status in responses if status not in ("200", "422")}
+            assert {status: responses[status].get("content") for status in refusals} == dict.fromkeys(refusals, ERROR)

@@ -108,7 +108,7 @@ def test_openapi_describes_the_bodies_clients_send_and_receive(api):
     assert request["properties"]["stream"] == {"type": "boolean", "default": True}
     assert {"202", "200", "404", "409", "413", "422", "429"} <= set(submit["responses"])
     assert components["Accepted"]["required"] == ["run_id", "session_id", "status"]
-    assert set(poll["responses"]) == {"200", "404", "422"}
+    assert set(poll["responses"]) == {"200", "401", "403", "404", "422"}
     assert set(components["Run"]["required"]) == {
         "run_id", "session_id", "status", "created_at", "input", "queue_attempt"
     }  # fmt: skip
