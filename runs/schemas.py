@@ -6,8 +6,10 @@ summaries `/config` and the listings carry, and the `{"detail": ...}` of every r
 
 from __future__ import annotations
 
+import json
+
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema_field
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema_field
 from rest_framework import serializers
 
 from agentos_project.openapi import INVALID, refused
@@ -111,13 +113,57 @@ STREAM_OR_INLINE = (
     "stream=true: the run's events as server-sent events (CONTRACT 10); background=false, stream=false: the run, "
     "executed inline"
 )
-RUN_OR_EVENTS = {  # the 200 of a submit and of a continue
-    (200, "application/json"): OpenApiResponse(RunSerializer, description=STREAM_OR_INLINE),
-    (200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description=STREAM_OR_INLINE),
+EVENT_STREAM = {
+    "type": "string",
+    "format": "event-stream",
+    "description": (
+        "Server-sent events: frames of `event: <name>` and `data: <JSON>`, the JSON carrying `event`, `run_id`, "
+        "`session_id`, `created_at`, `event_index` and the event's own fields. The stream ends after the event "
+        "that ends the run or its leg (completed, error, cancelled, paused); an idle stream gets `: keepalive` "
+        "comments. A resume opens with a `catch_up`, `replay` or `error` frame."
+    ),
 }
+
+
+_SAMPLE = {"run_id": "9b2f6c1e-7d4a-4c2b-9a61-3f1e0c5d8a27", "session_id": "chat-1", "created_at": 1767225600}
+_AGENT = {"agent_id": "stub-agent", "agent_name": "Stub Agent"}
+
+
+def _frame(name: str, data: dict) -> str:
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n"
+
+
+def _event(event: str, index: int, **fields) -> str:
+    """An example event's frame, as a stub agent's run sends it."""
+    return _frame(event, {"event": event, "event_index": index, **_SAMPLE, **fields, **_AGENT})
+
+
+def streamed(description: str, *frames: str) -> OpenApiResponse:
+    """A `text/event-stream` answer: `EVENT_STREAM`, with `frames` as its example."""
+    example = OpenApiExample(
+        "events", value="".join(frames), media_type="text/event-stream", response_only=True, status_codes=[200]
+    )
+    return OpenApiResponse(EVENT_STREAM, description=description, examples=[example])
+
+
+def run_or_events(first: str, index: int) -> dict:
+    """The 200 of a submit (its stream opens with RunStarted, at 0) or of a continue (RunContinued, after the
+    pause's events)."""
+    answer = {"content_type": "str"}
+    return {
+        (200, "application/json"): OpenApiResponse(RunSerializer, description=STREAM_OR_INLINE),
+        (200, "text/event-stream"): streamed(
+            STREAM_OR_INLINE,
+            _event(first, index),
+            _event("RunContent", index + 1, content="echo: hi", **answer),
+            _event("RunCompleted", index + 2, content="echo: hi", **answer),
+        ),
+    }
+
+
 SUBMIT_RESPONSES = {
     202: OpenApiResponse(AcceptedSerializer, description="background=true, stream=false: accepted and committed"),
-    **RUN_OR_EVENTS,
+    **run_or_events("RunStarted", 0),
     400: refused("the component has no store, or the request was malformed"),
     404: refused("unknown component"),
     409: refused("Idempotency-Key conflict, or a session that belongs to another user or component"),
@@ -134,15 +180,25 @@ CANCEL_RESPONSES = {
 }
 CONTINUE_RESPONSES = {
     202: OpenApiResponse(AcceptedSerializer, description="background=true, stream=false: the next leg is queued"),
-    **RUN_OR_EVENTS,
+    **run_or_events("RunContinued", 4),
     400: refused("session_id is required for this action"),
     404: refused("unknown component or run"),
     409: refused("the run is not paused, is cancelled, is settling between legs, or belongs to the queue"),
     422: INVALID,
 }
 RESUME_RESPONSES = {
-    (200, "text/event-stream"): OpenApiResponse(
-        OpenApiTypes.STR, description="catch_up/subscribed/replay/error meta frames and the run's events"
+    (200, "text/event-stream"): streamed(
+        "catch_up/subscribed/replay/error meta frames and the run's events",
+        _frame(
+            "replay",
+            {
+                "run_id": _SAMPLE["run_id"],
+                "status": "COMPLETED",
+                "total_events": 1,
+                "message": "Run COMPLETED. Replaying 1 missed events (of 3 total).",
+            },
+        ),
+        _event("RunCompleted", 2, content="echo: hi", content_type="str"),
     ),
     400: refused("session_id is required for this action"),
     404: refused("unknown component"),

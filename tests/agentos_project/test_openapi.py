@@ -80,3 +80,26 @@ def test_every_gated_endpoint_documents_its_refusals_with_their_detail(schema):
         if path.startswith("/queue"):
             refusals = {status for status in responses if status not in ("200", "422")}
             assert {status: responses[status].get("content") for status in refusals} == dict.fromkeys(refusals, ERROR)
+
+
+def test_streamed_answers_are_declared_as_server_sent_events(schema):
+    for kind in KINDS:
+        prefix = f"/{kind}/{{component_id}}/runs"
+        for path, first in ((prefix, "RunStarted"), (f"{prefix}/{{run_id}}/continue", "RunContinued"),
+                            (f"{prefix}/{{run_id}}/resume", "replay")):  # fmt: skip
+            streamed = schema["paths"][path]["post"]["responses"]["200"]["content"]["text/event-stream"]
+            assert streamed["schema"] == EVENT_STREAM, path
+            [example] = streamed["examples"].values()
+            assert example["value"].startswith(f"event: {first}\ndata: {{"), path
+
+
+EVENT_STREAM = {
+    "type": "string",
+    "format": "event-stream",
+    "description": (
+        "Server-sent events: frames of `event: <name>` and `data: <JSON>`, the JSON carrying `event`, `run_id`, "
+        "`session_id`, `created_at`, `event_index` and the event's own fields. The stream ends after the event "
+        "that ends the run or its leg (completed, error, cancelled, paused); an idle stream gets `: keepalive` "
+        "comments. A resume opens with a `catch_up`, `replay` or `error` frame."
+    ),
+}
