@@ -132,6 +132,11 @@ class JSONListField(_JSONField):
     default_error_messages = {"invalid": "Value is not a valid JSON list"}
 
 
+# Continue and resume find the run in its session: the views refuse a request without one (or a blank one) before
+# these serializers read it.
+SESSION_REQUIRED = "the run's session; without it: 400 `session_id is required for this action`"
+
+
 class ContinueSerializer(serializers.Serializer):
     # The answers, in the shape of the client's kind (agentos takes each on every kind): one of them is required,
     # but checked after the run (404, 409s first).
@@ -140,7 +145,7 @@ class ContinueSerializer(serializers.Serializer):
     step_requirements = JSONListField(
         required=False, default=None, help_text="step requirements, their executor requirements confirmed (workflows)"
     )
-    session_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)
+    session_id = serializers.CharField(max_length=255, help_text=SESSION_REQUIRED)
     user_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)
     stream = StrictBooleanField(required=False, default=True)
     background = StrictBooleanField(required=False, default=False)
@@ -152,7 +157,7 @@ class CancelSerializer(serializers.Serializer):
 
 class ResumeSerializer(serializers.Serializer):
     last_event_index = serializers.IntegerField(required=False, allow_null=True, min_value=-1, default=None)
-    session_id = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=255)
+    session_id = serializers.CharField(max_length=255, help_text=SESSION_REQUIRED)
 
 
 def validated(serializer_class, data, *, location: str) -> dict:

@@ -122,6 +122,15 @@ def _fields(request) -> dict:
     return {**request.query_params.dict(), **(body if isinstance(body, dict) else {})}
 
 
+def _with_session(fields: dict) -> dict:
+    """The fields of a request that must name its session (continue, resume): 400 `SessionRequired` when they name
+    none, or a blank one, before any other field is checked (a blank one would find the run in any session)."""
+    session_id = fields.get("session_id")
+    if not session_id or not str(session_id).strip():
+        raise SessionRequired()
+    return fields
+
+
 class ContinueRunView(APIView):
     kind = "agent"
     scope = (COMPONENT, "run")
@@ -129,9 +138,7 @@ class ContinueRunView(APIView):
     @extend_schema(request=ContinueSerializer, responses=schemas.CONTINUE_RESPONSES)
     def post(self, request, component_id: str, run_id: str):
         component = component_or_404(self.kind, component_id)
-        fields = _fields(request)
-        if not fields.get("session_id"):
-            raise SessionRequired()
+        fields = _with_session(_fields(request))
         data = validated(ContinueSerializer, fields, location="body")
         session_id, owner = run_access(request, session_id=data["session_id"], user_id=data.get("user_id") or None)
         continued = run_continue(
@@ -175,9 +182,7 @@ class ResumeRunView(APIView):
     @extend_schema(request=ResumeSerializer, responses=schemas.RESUME_RESPONSES)
     def post(self, request, component_id: str, run_id: str):
         component_or_404(self.kind, component_id)
-        data = validated(ResumeSerializer, _fields(request), location="body")
-        if not data.get("session_id"):
-            raise SessionRequired()
+        data = validated(ResumeSerializer, _with_session(_fields(request)), location="body")
         session_id, owner = run_access(request, session_id=data["session_id"])
         found = {"kind": self.kind, "component_id": component_id, "run_id": run_id, "session_id": session_id}
         run = run_find(**found, visible_to=owner)

@@ -103,3 +103,11 @@ EVENT_STREAM = {
         "comments. A resume opens with a `catch_up`, `replay` or `error` frame."
     ),
 }
+
+
+@pytest.mark.parametrize("request_body", ["Continue", "Resume"])
+def test_continue_and_resume_require_their_session_id(schema, request_body):
+    component = schema["components"]["schemas"][request_body]
+
+    assert "session_id" in component["required"]
+    assert "nullable" not in component["properties"]["session_id"]

@@ -192,6 +192,7 @@ def test_a_continue_while_its_leg_runs_is_409_with_retry_after(api, redis_db):
     ("case", "expected"),
     [
         ("no session", (400, "session_id is required for this action")),
+        ("blank session", (400, "session_id is required for this action")),
         ("not paused", (409, "Run {run_id} is not paused (status: PENDING)")),
         ("cancelled", (409, "Cannot continue run {run_id}: run is cancelled")),
         (
@@ -218,6 +219,8 @@ def test_continue_refusals_change_nothing(api, redis_db, case, expected):
     target = run_id
     if case == "no session":
         del fields["session_id"]
+    elif case == "blank session":
+        fields["session_id"] = " "
     elif case == "not background":
         fields["background"] = "false"
     elif case == "stream of a non-stream run":
