@@ -8,7 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from agentos_project.conf import ConfigError, database_settings, load
+from agentos_project.conf import ConfigError, load
+from agentos_project.postgres.url import database_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 DEMO_AGENTS_DEFAULT = True
