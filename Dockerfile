@@ -13,4 +13,5 @@ RUN DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinpu
 RUN useradd --system agentos
 USER agentos
 EXPOSE 7777
-CMD ["python", "-m", "uvicorn", "agentos_project.asgi:application", "--host", "0.0.0.0", "--port", "7777", "--lifespan", "on"]
+CMD ["python", "-m", "uvicorn", "agentos_project.asgi:application", "--host", "0.0.0.0", "--port", "7777", "--lifespan", "on", \
+     "--http", "agentos_project.httpserver:HttpToolsProtocol"]

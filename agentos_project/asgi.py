@@ -1,6 +1,6 @@
-"""The ASGI application: Django behind a body limit that holds for every path and every kind of body, its
-synchronous code entered once per request on a few long-lived threads (`agentos_project.handlers`); the lifespan's
-shutdown lets the process's own work end first (`agentos_project.stopping`)."""
+"""The ASGI application: Django behind a head limit and a body limit that hold for every path and every kind of
+request, its synchronous code entered once per request on a few long-lived threads (`agentos_project.handlers`); the
+lifespan's shutdown lets the process's own work end first (`agentos_project.stopping`)."""
 
 import os
 import threading
@@ -10,6 +10,7 @@ from django.conf import settings
 
 from .bodylimit import BodyLimit
 from .handlers import SharedThreads, SyncChainHandler
+from .headerlimit import HeaderLimit
 from .postgres.base import warm
 from .stopping import Lifespan
 
@@ -24,6 +25,6 @@ from .logs import access_lines_in  # noqa: E402
 access_lines_in(current().server.log_format)
 
 request_threads = SharedThreads(SyncChainHandler())
-application = Lifespan(BodyLimit(request_threads, limit=settings.MAX_BODY_BYTES))
+application = Lifespan(HeaderLimit(BodyLimit(request_threads, limit=settings.MAX_BODY_BYTES), current().http))
 freeze_loaded_objects()  # full collections walk only what requests made, not what start-up loaded
 threading.Thread(target=warm, args=(request_threads.size,), name="agentos-pool-warm", daemon=True).start()

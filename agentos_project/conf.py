@@ -2,10 +2,11 @@
 
 `load(environ)` parses and validates every variable and returns one frozen `AgentOSSettings` with a section per
 concern: `services` (where PostgreSQL, Redis and the broker are), `queue` (what `queueing` obeys), `security`,
-`agents` (what `agents_registry` registers), `server` (where `serve` listens) and `streams` (the live event
-streams: keepalive cadence, how long Redis keeps a run's events). A bad value raises
-`ConfigError`, whose message is the single line start-up prints. Code reads the settings in force through
-`current()`, the object Django's settings hold as `AGENTOS`, so tests swap it with `override_settings`.
+`agents` (what `agents_registry` registers), `server` (where `serve` listens), `streams` (the live event
+streams: keepalive cadence, how long Redis keeps a run's events) and `http` (what a web process takes of a
+request). A bad value raises `ConfigError`, whose message is the single line start-up prints. Code reads the
+settings in force through `current()`, the object Django's settings hold as `AGENTOS`, so tests swap it with
+`override_settings`.
 """
 
 from __future__ import annotations
@@ -139,6 +140,14 @@ class Server:
 
 
 @dataclasses.dataclass(frozen=True)
+class HttpLimits:
+    """What a web process takes of a request before Django sees it (agentos_project.headerlimit, .httpserver)."""
+
+    max_header_bytes: int = 64 * 1024  # the request line and header fields together
+    max_headers: int = 100
+
+
+@dataclasses.dataclass(frozen=True)
 class AgentOSSettings:
     services: Services
     queue: QueueSettings
@@ -146,6 +155,7 @@ class AgentOSSettings:
     agents: AgentsSettings
     server: Server
     streams: Streams = Streams()
+    http: HttpLimits = HttpLimits()
 
     def replace(self, section: str, **changes) -> AgentOSSettings:
         """A copy with some fields of one section changed (tests use it with `override_settings`)."""
@@ -367,6 +377,10 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Age
             keepalive_seconds=env.number("AGENTOS_STREAM_KEEPALIVE_SECONDS", 15.0, minimum=0, strict=True),
             buffer_seconds=env.number("AGENTOS_STREAM_BUFFER_SECONDS", 3600.0, minimum=1),
             backlog_bytes=env.integer("AGENTOS_STREAM_BACKLOG_BYTES", 1 << 20, minimum=1024),
+        ),
+        http=HttpLimits(
+            max_header_bytes=env.integer("AGENTOS_MAX_HEADER_BYTES", 64 * 1024, minimum=4096),
+            max_headers=env.integer("AGENTOS_MAX_HEADERS", 100, minimum=10),
         ),
     )
 

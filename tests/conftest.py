@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
 from agentos_project.conf import current
+from agentos_project.httpserver import HTTP_PROTOCOL
 from agentos_project.postgres.base import close_pools
 
 from .fake_openai import FakeOpenAI
@@ -366,14 +367,16 @@ class ServeProcess(ChildProcess, RunsOverHttp):
 
 
 class WebProcess(ChildProcess, RunsOverHttp):
-    """One web replica: uvicorn serving agentos_project.asgi on a free port, as `serve` runs it."""
+    """One web replica: uvicorn serving agentos_project.asgi on a free port, as `serve` runs it (with its HTTP
+    protocol), or `plain`: as an operator may run it, with uvicorn's own."""
 
-    def __init__(self, log_path: Path, env: dict[str, str]):
+    def __init__(self, log_path: Path, env: dict[str, str], *, plain: bool = False):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         uvicorn = [sys.executable, "-m", "uvicorn", "agentos_project.asgi:application", "--port", str(self.port)]
         options = ["--no-access-log", "--timeout-graceful-shutdown", "2", "--lifespan", "on"]
-        super().__init__(uvicorn + options, log_path, env)
+        protocol = [] if plain else ["--http", HTTP_PROTOCOL]
+        super().__init__(uvicorn + options + protocol, log_path, env)
 
     def wait_ready(self, timeout: float = 30) -> WebProcess:
         def healthy():
@@ -395,8 +398,9 @@ def start_web(transactional_db, redis_db, tmp_path):
     """Start web replicas (uvicorn) against the test database; stopped before the tables are flushed."""
     replicas: list[WebProcess] = []
 
-    def start(**env: str) -> WebProcess:
-        replica = WebProcess(tmp_path / f"web{len(replicas) + 1}.log", process_env(**env))
+    def start(*, plain: bool = False, **env: str) -> WebProcess:
+        """`plain`: uvicorn with its own HTTP protocol, not `serve`'s."""
+        replica = WebProcess(tmp_path / f"web{len(replicas) + 1}.log", process_env(**env), plain=plain)
         replicas.append(replica)
         return replica.wait_ready()
 

@@ -1,11 +1,18 @@
-"""Fixtures of the end-to-end tests: a throwaway PostgreSQL, and a headless Chromium driven by Selenium.
+"""Fixtures of the end-to-end tests: a throwaway PostgreSQL, a headless Chromium driven by Selenium, and a raw HTTP
+exchange over a socket (`exchange`) for what an HTTP client library refuses to send.
 
 Chromium and its driver are Debian packages (`chromium`, `chromium-driver`) that `.ci/run` installs; without them
 the browser tests are skipped, unless AGENTOS_REQUIRE_BROWSER is set (as `.ci/run` sets it), where they fail instead.
 """
 
+import dataclasses
+import json
 import os
+import select
 import shutil
+import socket
+import time
+from collections.abc import Iterable
 
 import pytest
 from selenium import webdriver
@@ -65,3 +72,75 @@ def browser(tmp_path):
     driver = webdriver.Chrome(options=options, service=Service(DRIVER))
     yield driver
     driver.quit()
+
+
+@dataclasses.dataclass(frozen=True)
+class RawReply:
+    """What the server did with a raw request: its answer (status None when it closed without one), the bytes the
+    client had sent when it came, the seconds from connecting to it, and whether the server closed afterwards."""
+
+    status: int | None
+    body: object
+    sent: int
+    seconds: float
+    closed: bool
+
+
+def exchange(port: int, pieces: Iterable[bytes], *, timeout: float = 60) -> RawReply:
+    """Connect to 127.0.0.1:`port` and send `pieces` in turn (a generator may pause between them), stopping as soon as
+    the server has answered; then wait, the connection open, for its answer and for it to close or keep it."""
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sent = 0
+        try:
+            for piece in pieces:
+                if select.select([sock], [], [], 0)[0]:
+                    break  # the server has answered (or closed) already
+                sock.sendall(piece)
+                sent += len(piece)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        answer = _answer(sock)
+        seconds = time.monotonic() - started
+        closed = _closes(sock)
+    if not answer:
+        return RawReply(None, None, sent, seconds, closed)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        parsed = body.decode("latin1")
+    return RawReply(int(head.split()[1]), parsed, sent, seconds, closed)
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """An answer's bytes, as far as its Content-Length goes (nothing when the server closed without one)."""
+    answer = b""
+    while b"\r\n\r\n" not in answer or len(answer.partition(b"\r\n\r\n")[2]) < _content_length(answer):
+        try:
+            data = sock.recv(65536)
+        except ConnectionResetError:  # the server closed with what it was sent unread; its answer came first
+            break
+        if not data:
+            break
+        answer += data
+    return answer
+
+
+def _content_length(answer: bytes) -> int:
+    for line in answer.partition(b"\r\n\r\n")[0].split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value)
+    return 0
+
+
+def _closes(sock: socket.socket) -> bool:
+    """Whether the server closes the connection within 2 s."""
+    sock.settimeout(2)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False

@@ -174,6 +174,7 @@ class Command(BaseCommand):
                 python, "-m", "uvicorn", "agentos_project.asgi:application",
                 "--host", host, "--port", str(port), "--no-access-log",
                 "--timeout-graceful-shutdown", f"{WEB_GRACEFUL_SECONDS:g}", "--lifespan", "on",
+                "--http", "agentos_project.httpserver:HttpToolsProtocol",
             ]  # fmt: skip
         if not web_only:
             quiet = ["--quiet"] if current().server.log_format == "json" else []  # no banner between the objects

@@ -1,0 +1,80 @@
+"""Request heads (the request line and header fields) through the real web server: a head over its size or its
+count of fields is answered 431 as it arrives, with the server's memory flat, whichever server runs the app."""
+
+from __future__ import annotations
+
+import threading
+
+import psutil
+import pytest
+
+from .conftest import exchange
+
+pytestmark = pytest.mark.slow
+TOO_LARGE = {"detail": "Request headers exceed the 64 KiB limit"}
+MIB = 1024 * 1024
+
+
+def get(*fields: str, path: str = "/health") -> bytes:
+    """A GET's head with `fields` ("Name: value") after its Host."""
+    return "".join(f"{line}\r\n" for line in (f"GET {path} HTTP/1.1", "Host: 127.0.0.1", *fields, "")).encode()
+
+
+def huge_head(size: int):
+    """A GET whose one header field's value is `size` bytes, sent 64 KiB at a time."""
+    yield b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: "
+    for _ in range(size // (64 * 1024)):
+        yield b"a" * (64 * 1024)
+    yield b"\r\n\r\n"
+
+
+def web_process(serve) -> psutil.Process:
+    return next(p for p in psutil.Process(serve.pid).children() if "uvicorn" in " ".join(p.cmdline()))
+
+
+def test_eight_32_mib_heads_are_refused_431_as_they_arrive_with_the_memory_flat(start_serve):
+    serve = start_serve()
+    web = web_process(serve)
+    before = web.memory_info().rss
+    replies = [None] * 8
+
+    def attack(n: int) -> None:
+        replies[n] = exchange(serve.port, huge_head(32 * MIB))
+
+    attackers = [threading.Thread(target=attack, args=(n,)) for n in range(8)]
+    for attacker in attackers:
+        attacker.start()
+    for attacker in attackers:
+        attacker.join()
+
+    assert [(reply.status, reply.body, reply.closed) for reply in replies] == [(431, TOO_LARGE, True)] * 8
+    assert max(reply.sent for reply in replies) < 32 * MIB, "refused as the head arrived, not once it was whole"
+    assert (web.memory_info().rss - before) / MIB < 16
+    assert serve.get("/health")["status"] == "ok"
+
+
+def test_a_head_of_more_than_100_fields_is_refused_431(start_web):
+    web = start_web()
+    fields = [f"X-Field-{n}: {n}" for n in range(100)]  # and Host: 101
+
+    refused = exchange(web.port, [get(*fields)])
+    served = exchange(web.port, [get(*fields[:99])])
+
+    assert (refused.status, refused.body, refused.closed) == (
+        431,
+        {"detail": "Request has more than 100 header fields"},
+        True,
+    )
+    assert (served.status, served.body["status"]) == (200, "ok")
+
+
+def test_uvicorn_run_by_hand_refuses_such_heads_too_with_the_limits_set(start_web):
+    web = start_web(plain=True, AGENTOS_MAX_HEADER_BYTES="8192", AGENTOS_MAX_HEADERS="20")
+
+    large = exchange(web.port, [get(f"X-Padding: {'a' * 8192}")])
+    many = exchange(web.port, [get(*(f"X-Field-{n}: {n}" for n in range(20)))])
+    served = exchange(web.port, [get(f"X-Padding: {'a' * 7000}", *(f"X-Field-{n}: {n}" for n in range(18)))])
+
+    assert (large.status, large.body) == (431, {"detail": "Request headers exceed the 8 KiB limit"})
+    assert (many.status, many.body) == (431, {"detail": "Request has more than 20 header fields"})
+    assert (served.status, served.body["status"]) == (200, "ok")
