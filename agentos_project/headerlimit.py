@@ -2,15 +2,19 @@
 app.
 
 A head larger than `AGENTOS_MAX_HEADER_BYTES`, measured as HTTP/1.1 sends it, or with more than
-`AGENTOS_MAX_HEADERS` fields, is answered 431 `{"detail": ...}` and its connection closed, before anything reads
-it. The server has taken the whole head in by then: `serve`'s uvicorn protocol (`agentos_project.httpserver`)
-refuses the same heads while they arrive, so that one costs no more memory than the limit.
+`AGENTOS_MAX_HEADERS` fields, or with an `Authorization` field over `MAX_AUTHORIZATION_BYTES` (far beyond any
+token agentos verifies), is answered 431 `{"detail": ...}` and its connection closed before anything reads it: no
+bearer token is compared or verified at a cost that grows with what a client sends. The server has taken the
+whole head in by then: `serve`'s uvicorn protocol (`agentos_project.httpserver`) refuses oversized heads while
+they arrive, so that one costs no more memory than the limit.
 """
 
 from __future__ import annotations
 
 from .conf import HttpLimits
-from .refusals import HEADERS_TOO_LARGE, headers_too_large, send_refusal, too_many_headers
+from .refusals import HEADERS_TOO_LARGE, authorization_too_large, headers_too_large, send_refusal, too_many_headers
+
+MAX_AUTHORIZATION_BYTES = 16 * 1024
 
 
 class HeaderLimit:
@@ -32,6 +36,8 @@ def head_refusal(scope, limits: HttpLimits) -> str | None:
         return headers_too_large(limits.max_header_bytes)
     if len(scope["headers"]) > limits.max_headers:
         return too_many_headers(limits.max_headers)
+    if any(name == b"authorization" and len(value) > MAX_AUTHORIZATION_BYTES for name, value in scope["headers"]):
+        return authorization_too_large(MAX_AUTHORIZATION_BYTES)
     return None
 
 

@@ -20,6 +20,10 @@ def too_many_headers(limit: int) -> str:
     return f"Request has more than {limit} header fields"
 
 
+def authorization_too_large(limit: int) -> str:
+    return f"Authorization header exceeds the {bytes_text(limit)} limit"
+
+
 async def send_refusal(send, status: int, detail: str) -> None:
     """Answer `status` with `detail` through an ASGI `send`."""
     body = _body(detail)

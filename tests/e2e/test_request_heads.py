@@ -13,6 +13,7 @@ from .conftest import exchange
 pytestmark = pytest.mark.slow
 TOO_LARGE = {"detail": "Request headers exceed the 64 KiB limit"}
 MIB = 1024 * 1024
+SECRET = "a-string-secret-at-least-256-bits-long"
 
 
 def get(*fields: str, path: str = "/health") -> bytes:
@@ -20,9 +21,9 @@ def get(*fields: str, path: str = "/health") -> bytes:
     return "".join(f"{line}\r\n" for line in (f"GET {path} HTTP/1.1", "Host: 127.0.0.1", *fields, "")).encode()
 
 
-def huge_head(size: int):
-    """A GET whose one header field's value is `size` bytes, sent 64 KiB at a time."""
-    yield b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: "
+def huge_head(size: int, field: str = "X-Padding: ", path: str = "/health"):
+    """A GET whose one header field (`field` begins it) has `size` bytes more, sent 64 KiB at a time."""
+    yield f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{field}".encode()
     for _ in range(size // (64 * 1024)):
         yield b"a" * (64 * 1024)
     yield b"\r\n\r\n"
@@ -78,3 +79,19 @@ def test_uvicorn_run_by_hand_refuses_such_heads_too_with_the_limits_set(start_we
     assert (large.status, large.body) == (431, {"detail": "Request headers exceed the 8 KiB limit"})
     assert (many.status, many.body) == (431, {"detail": "Request has more than 20 header fields"})
     assert (served.status, served.body["status"]) == (200, "ok")
+
+
+def test_an_authorization_header_over_16_kib_is_refused_431_before_any_token_is_verified(start_web):
+    web = start_web(AGENTOS_JWT_VERIFICATION_KEYS=SECRET, AGENTOS_JWT_ALGORITHM="HS256")
+
+    refused = exchange(web.port, [get(f"Authorization: Bearer {'a' * (16 * 1024)}", path="/config")])
+    verified = exchange(web.port, [get(f"Authorization: Bearer {'a' * (16 * 1024 - 7)}", path="/config")])
+    huge = exchange(web.port, huge_head(8 * MIB, "Authorization: Bearer ", "/config"))
+
+    assert (refused.status, refused.body, refused.closed) == (
+        431,
+        {"detail": "Authorization header exceeds the 16 KiB limit"},
+        True,
+    )
+    assert verified.status == 401, "a token of 16 KiB is still verified (and refused)"
+    assert (huge.status, huge.body) == (431, TOO_LARGE)
