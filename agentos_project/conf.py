@@ -145,6 +145,7 @@ class HttpLimits:
 
     max_header_bytes: int = 64 * 1024  # the request line and header fields together
     max_headers: int = 100
+    header_timeout_seconds: float | None = 20.0  # from the connection, or a request's first byte, to its last header
 
 
 @dataclasses.dataclass(frozen=True)
@@ -381,6 +382,7 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Age
         http=HttpLimits(
             max_header_bytes=env.integer("AGENTOS_MAX_HEADER_BYTES", 64 * 1024, minimum=4096),
             max_headers=env.integer("AGENTOS_MAX_HEADERS", 100, minimum=10),
+            header_timeout_seconds=env.timeout("AGENTOS_HEADER_TIMEOUT_SECONDS", 20.0),
         ),
     )
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 from http import HTTPStatus
 
-from .units import bytes_text
+from .units import bytes_text, seconds_text
 
 HEADERS_TOO_LARGE = 431  # Request Header Fields Too Large (RFC 6585)
+TOO_SLOW = 408  # Request Timeout
 
 
 def headers_too_large(limit: int) -> str:
@@ -22,6 +23,10 @@ def too_many_headers(limit: int) -> str:
 
 def authorization_too_large(limit: int) -> str:
     return f"Authorization header exceeds the {bytes_text(limit)} limit"
+
+
+def head_too_slow(seconds: float) -> str:
+    return f"Request headers not received within {seconds_text(seconds)} s"
 
 
 async def send_refusal(send, status: int, detail: str) -> None:

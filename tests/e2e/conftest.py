@@ -121,6 +121,8 @@ def _answer(sock: socket.socket) -> bytes:
             data = sock.recv(65536)
         except ConnectionResetError:  # the server closed with what it was sent unread; its answer came first
             break
+        except TimeoutError:  # no answer within the exchange's timeout
+            break
         if not data:
             break
         answer += data

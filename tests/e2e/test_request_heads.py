@@ -4,10 +4,13 @@ count of fields is answered 431 as it arrives, with the server's memory flat, wh
 from __future__ import annotations
 
 import threading
+import time
 
 import psutil
 import pytest
+import requests
 
+from ..conftest import sse_frames
 from .conftest import exchange
 
 pytestmark = pytest.mark.slow
@@ -95,3 +98,39 @@ def test_an_authorization_header_over_16_kib_is_refused_431_before_any_token_is_
     )
     assert verified.status == 401, "a token of 16 KiB is still verified (and refused)"
     assert (huge.status, huge.body) == (431, TOO_LARGE)
+
+
+def trickled(head: bytes, *, every: float):
+    """`head` a byte at a time, `every` seconds apart."""
+    for byte in head:
+        yield bytes([byte])
+        time.sleep(every)
+
+
+def test_a_head_sent_slower_than_the_header_timeout_is_answered_408_and_closed(start_web):
+    web = start_web(AGENTOS_HEADER_TIMEOUT_SECONDS="2")
+
+    slow = exchange(web.port, trickled(get("X-Slow: " + "s" * 100), every=0.1), timeout=15)
+    silent = exchange(web.port, [], timeout=15)
+    served = exchange(web.port, [get()])
+
+    assert (slow.status, slow.body, slow.closed) == (408, {"detail": "Request headers not received within 2 s"}, True)
+    assert 1.5 < slow.seconds < 5, "at the deadline"
+    assert (silent.status, silent.closed) == (None, True), "a connection that sent nothing is closed, unanswered"
+    assert 1.5 < silent.seconds < 5
+    assert (served.status, served.closed) == (200, False)
+
+
+def test_a_response_and_its_stream_outlast_the_header_timeout(start_web):
+    web = start_web(AGENTOS_HEADER_TIMEOUT_SECONDS="1")
+
+    with requests.Session() as session:
+        streamed = session.post(
+            f"{web.url}/agents/stub-agent/runs", data={"message": "slow sleep=3", "stream": "true"}, stream=True
+        )
+        frames = [name for name, _ in sse_frames(streamed)]
+        time.sleep(2)  # idle on the kept-alive connection: uvicorn's keep-alive timeout's, not the head's
+        again = session.get(f"{web.url}/health", timeout=5)
+
+    assert frames[0] == "RunStarted" and frames[-1] == "RunCompleted"
+    assert again.status_code == 200
