@@ -25,6 +25,9 @@ from .logs import access_lines_in  # noqa: E402
 access_lines_in(current().server.log_format)
 
 request_threads = SharedThreads(SyncChainHandler())
-application = Lifespan(HeaderLimit(BodyLimit(request_threads, limit=settings.MAX_BODY_BYTES), current().http))
+limits = current().http
+application = Lifespan(
+    HeaderLimit(BodyLimit(request_threads, limit=settings.MAX_BODY_BYTES, timeout=limits.body_timeout_seconds), limits)
+)
 freeze_loaded_objects()  # full collections walk only what requests made, not what start-up loaded
 threading.Thread(target=warm, args=(request_threads.size,), name="agentos-pool-warm", daemon=True).start()

@@ -141,11 +141,13 @@ class Server:
 
 @dataclasses.dataclass(frozen=True)
 class HttpLimits:
-    """What a web process takes of a request before Django sees it (agentos_project.headerlimit, .httpserver)."""
+    """What a web process takes of a request before Django sees it (agentos_project.headerlimit, .bodylimit,
+    .httpserver)."""
 
     max_header_bytes: int = 64 * 1024  # the request line and header fields together
     max_headers: int = 100
     header_timeout_seconds: float | None = 20.0  # from the connection, or a request's first byte, to its last header
+    body_timeout_seconds: float | None = 30.0  # from a request's last header to its body's last byte
 
 
 @dataclasses.dataclass(frozen=True)
@@ -383,6 +385,7 @@ def load(environ: Mapping[str, str], *, demo_agents_default: bool = True) -> Age
             max_header_bytes=env.integer("AGENTOS_MAX_HEADER_BYTES", 64 * 1024, minimum=4096),
             max_headers=env.integer("AGENTOS_MAX_HEADERS", 100, minimum=10),
             header_timeout_seconds=env.timeout("AGENTOS_HEADER_TIMEOUT_SECONDS", 20.0),
+            body_timeout_seconds=env.timeout("AGENTOS_BODY_TIMEOUT_SECONDS", 30.0),
         ),
     )
 

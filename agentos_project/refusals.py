@@ -1,5 +1,5 @@
 """The answers a web process gives to a request it refuses before Django sees it (`agentos_project.headerlimit`,
-`.httpserver`): a `{"detail": ...}` body as every error of the API has, the texts of those details, and
+`.bodylimit`, `.httpserver`): a `{"detail": ...}` body as every error of the API has, the texts of those details, and
 `Connection: close`, since the rest of the request is left unread."""
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ def authorization_too_large(limit: int) -> str:
 
 def head_too_slow(seconds: float) -> str:
     return f"Request headers not received within {seconds_text(seconds)} s"
+
+
+def body_too_slow(seconds: float) -> str:
+    return f"Request body not received within {seconds_text(seconds)} s"
 
 
 async def send_refusal(send, status: int, detail: str) -> None:

@@ -34,7 +34,9 @@ def test_defaults():
     assert conf.agents == AgentsSettings(demo_agents=True, openai_base_url=None, openai_model="gpt-4o-mini")
     assert conf.server == Server(host="127.0.0.1", port=7777)
     assert (conf.server.worker_nice, conf.server.web_threads) == (10, 4)
-    assert conf.http == HttpLimits(max_header_bytes=65536, max_headers=100, header_timeout_seconds=20.0)
+    assert conf.http == HttpLimits(
+        max_header_bytes=65536, max_headers=100, header_timeout_seconds=20.0, body_timeout_seconds=30.0
+    )
 
 
 def test_values_are_parsed():
@@ -51,6 +53,7 @@ def test_values_are_parsed():
             "AGENTOS_MAX_HEADER_BYTES": "8192",
             "AGENTOS_MAX_HEADERS": "20",
             "AGENTOS_HEADER_TIMEOUT_SECONDS": "",
+            "AGENTOS_BODY_TIMEOUT_SECONDS": "2.5",
         }
     )
 
@@ -59,7 +62,13 @@ def test_values_are_parsed():
     assert (queue.per_session, queue.max_concurrency, queue.timeout_seconds) == (False, None, None)
     assert (queue.stop_timeout_seconds, queue.heartbeat_interval, conf.security.security_key) == (3.0, 4 / 3, "k")
     assert (conf.server.worker_nice, conf.server.web_threads) == (0, 16)
-    assert (conf.http.max_header_bytes, conf.http.max_headers, conf.http.header_timeout_seconds) == (8192, 20, None)
+    http = conf.http
+    assert (http.max_header_bytes, http.max_headers, http.header_timeout_seconds, http.body_timeout_seconds) == (
+        8192,
+        20,
+        None,
+        2.5,
+    )
 
 
 def test_jwt_is_on_with_keys_or_a_jwks_file():
@@ -108,6 +117,7 @@ def test_per_session_order_is_off_without_the_durable_queue():
         ({"AGENTOS_MAX_HEADERS": "many"}, "AGENTOS_MAX_HEADERS must be an integer"),
         ({"AGENTOS_MAX_HEADERS": "5"}, "AGENTOS_MAX_HEADERS must be >= 10"),
         ({"AGENTOS_HEADER_TIMEOUT_SECONDS": "0"}, "AGENTOS_HEADER_TIMEOUT_SECONDS must be > 0"),
+        ({"AGENTOS_BODY_TIMEOUT_SECONDS": "-1"}, "AGENTOS_BODY_TIMEOUT_SECONDS must be > 0"),
         ({"AGENTOS_JWT_ALGORITHM": "none"}, "AGENTOS_JWT_ALGORITHM must be one of HS256, HS384"),
         ({"AGENTOS_JWT_VERIFICATION_KEYS": "[1, 2]"}, "AGENTOS_JWT_VERIFICATION_KEYS must be one key, or a JSON list"),
         ({"AGENTOS_JWT_VERIFICATION_KEYS": "[oops"}, "AGENTOS_JWT_VERIFICATION_KEYS is not a JSON list of keys"),

@@ -1,4 +1,5 @@
-"""Request bodies through the real ASGI server: chunked bodies are read, and no body beyond 1 MiB is kept."""
+"""Request bodies through the real ASGI server: chunked bodies are read, no body beyond 1 MiB is kept, and none is
+waited for beyond the body timeout."""
 
 import json
 import select
@@ -12,9 +13,11 @@ import requests
 from runs.models import Run
 
 from ..conftest import wait_until
+from .conftest import exchange
 
 pytestmark = pytest.mark.slow
 REFUSED = {"detail": "Request body exceeds the 1 MiB limit"}
+TOO_SLOW = {"detail": "Request body not received within 2 s"}
 
 
 def web_process(serve) -> psutil.Process:
@@ -127,3 +130,30 @@ def test_a_multipart_body_another_boundary_frames_is_refused_and_runs_nothing(st
         }
     ]
     assert Run.objects.count() == 0
+
+
+def test_a_body_that_stops_coming_is_answered_408_and_its_connection_closed(start_serve):
+    serve = start_serve(AGENTOS_BODY_TIMEOUT_SECONDS="2")
+
+    chunked = exchange(serve.port, [head(serve).encode(), b"5\r\nhello\r\n"], timeout=15)
+    declared = exchange(serve.port, [head(serve, length=100).encode(), b"x" * 10], timeout=15)
+
+    for reply in (chunked, declared):
+        assert (reply.status, reply.body, reply.closed) == (408, TOO_SLOW, True)
+        assert 1.5 < reply.seconds < 5, "at the deadline"
+    assert Run.objects.count() == 0
+
+
+def test_a_trickled_body_is_answered_408_at_the_deadline_whatever_server_runs_the_app(start_web):
+    web = start_web(plain=True, AGENTOS_BODY_TIMEOUT_SECONDS="2")
+
+    def trickle():
+        yield head(web).encode()
+        for _ in range(100):
+            yield b"1\r\nx\r\n"
+            time.sleep(0.2)
+
+    reply = exchange(web.port, trickle(), timeout=30)
+
+    assert (reply.status, reply.body, reply.closed) == (408, TOO_SLOW, True)
+    assert reply.seconds < 5

@@ -121,8 +121,8 @@ def test_a_head_sent_slower_than_the_header_timeout_is_answered_408_and_closed(s
     assert (served.status, served.closed) == (200, False)
 
 
-def test_a_response_and_its_stream_outlast_the_header_timeout(start_web):
-    web = start_web(AGENTOS_HEADER_TIMEOUT_SECONDS="1")
+def test_a_response_and_its_stream_outlast_the_header_and_body_timeouts(start_web):
+    web = start_web(AGENTOS_HEADER_TIMEOUT_SECONDS="1", AGENTOS_BODY_TIMEOUT_SECONDS="1")
 
     with requests.Session() as session:
         streamed = session.post(
