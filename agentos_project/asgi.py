@@ -1,6 +1,6 @@
 """The ASGI application: Django behind a head limit and a body limit that hold for every path and every kind of
 request, its synchronous code entered once per request on a few long-lived threads (`agentos_project.handlers`); the
-lifespan's shutdown lets the process's own work end first (`agentos_project.stopping`)."""
+lifespan's shutdown lets the process's own work end first (`agentos_project.core.stopping`)."""
 
 import os
 import threading
@@ -9,17 +9,16 @@ import django
 from django.conf import settings
 
 from .bodylimit import BodyLimit
+from .core.postgres.base import warm
+from .core.process import freeze_loaded_objects
+from .core.stopping import Lifespan
 from .handlers import SharedThreads, SyncChainHandler
 from .headerlimit import HeaderLimit
-from .postgres.base import warm
-from .stopping import Lifespan
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentos_project.settings.base")
 
 django.setup(set_prefix=False)
-from queueing.worker_signals import freeze_loaded_objects  # noqa: E402 (the apps are loaded only now)
-
-from .conf import current  # noqa: E402
+from .core.conf import current  # noqa: E402
 from .logs import access_lines_in  # noqa: E402
 
 access_lines_in(current().server.log_format)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from .exceptions import BodyTooLarge
+from .core.exceptions import BodyTooLarge
 from .refusals import TOO_SLOW, body_too_slow, send_refusal
 
 

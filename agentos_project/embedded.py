@@ -29,7 +29,7 @@ from urllib.parse import quote, urlsplit
 import psycopg2
 import redis
 
-from .conf import EMBEDDED_DATABASE_URL, EMBEDDED_REDIS_URL
+from .core.conf import EMBEDDED_DATABASE_URL, EMBEDDED_REDIS_URL
 
 PG_USER = "embedded_postgres"
 SHARED = Path("/var/lib/agentos-embedded")

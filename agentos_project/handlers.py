@@ -20,8 +20,8 @@ from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.urls import set_script_prefix
 
-from .conf import current
-from .streaming import Ending, LastPart, PartsResponse
+from .core.conf import current
+from .core.streaming import Ending, LastPart, PartsResponse
 
 
 class CountingExecutor(ThreadPoolExecutor):

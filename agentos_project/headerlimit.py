@@ -11,7 +11,7 @@ they arrive, so that one costs no more memory than the limit.
 
 from __future__ import annotations
 
-from .conf import HttpLimits
+from .core.conf import HttpLimits
 from .refusals import HEADERS_TOO_LARGE, authorization_too_large, headers_too_large, send_refusal, too_many_headers
 
 MAX_AUTHORIZATION_BYTES = 16 * 1024

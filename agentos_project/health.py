@@ -11,8 +11,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .conf import current
-from .coordination import redis_client
+from .core.conf import current
+from .core.coordination import redis_client
 
 STARTED_AT = datetime.datetime.now(datetime.UTC)
 

@@ -22,7 +22,7 @@ import asyncio
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as UvicornHttpToolsProtocol
 
-from .conf import current
+from .core.conf import current
 from .refusals import HEADERS_TOO_LARGE, TOO_SLOW, head_too_slow, headers_too_large, refusal_bytes, too_many_headers
 
 HTTP_PROTOCOL = "agentos_project.httpserver:HttpToolsProtocol"

@@ -5,7 +5,7 @@ from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 from whitenoise.middleware import WhiteNoiseMiddleware
 
-from .exceptions import BodyTooLarge
+from .core.exceptions import BodyTooLarge
 
 
 class StaticFilesMiddleware(WhiteNoiseMiddleware):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from http import HTTPStatus
 
-from .units import bytes_text, seconds_text
+from .core.units import bytes_text, seconds_text
 
 HEADERS_TOO_LARGE = 431  # Request Header Fields Too Large (RFC 6585)
 TOO_SLOW = 408  # Request Timeout

@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 if __package__:
-    from . import logs, resp
+    from . import logs
+    from .core import resp
     from .passthrough import ChildOutput
 else:  # run as a script, as serve runs it: this folder is on sys.path, and the package (which loads Celery) is not
     import logs
-    import resp
+    from core import resp
     from passthrough import ChildOutput
 
 STABLE_SECONDS = 60.0

@@ -12,7 +12,7 @@ urlpatterns = [
     path("", include("runs.urls")),
 ]
 
-handler400 = "agentos_project.exceptions.bad_request"
-handler403 = "agentos_project.exceptions.permission_denied"
-handler404 = "agentos_project.exceptions.not_found"
-handler500 = "agentos_project.exceptions.server_error"
+handler400 = "agentos_project.core.exceptions.bad_request"
+handler403 = "agentos_project.core.exceptions.permission_denied"
+handler404 = "agentos_project.core.exceptions.not_found"
+handler500 = "agentos_project.core.exceptions.server_error"

@@ -2,7 +2,7 @@ import sys
 
 from django.apps import AppConfig
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 
 from .loading import ComponentsRefused, register_configured_components
 

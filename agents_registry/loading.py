@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import re
 
-from agentos_project.exceptions import first_line
+from agentos_project.core.exceptions import first_line
 
 from .chat_models import OpenAIChat
 from .components import Agent, Component

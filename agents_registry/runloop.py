@@ -6,7 +6,7 @@ import dataclasses
 import json
 from collections.abc import Sequence
 
-from agentos_project.jsonsafe import storable
+from agentos_project.core.jsonsafe import storable
 
 from .chat_models import Reasoning, ToolCall, Usage
 from .context import PermanentRunError, RunContext, RunRequest, RunResult

@@ -16,7 +16,7 @@ import hashlib
 import json
 from collections.abc import Callable
 
-from agentos_project.jsonsafe import storable
+from agentos_project.core.jsonsafe import storable
 
 MODEL = "model"
 TOOL = "tool"

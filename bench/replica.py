@@ -20,7 +20,7 @@ import psutil
 import requests
 from django.conf import settings
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 
 NEEDED = ("DATABASE_URL", "REDIS_URL")
 

@@ -1,6 +1,6 @@
 from django.apps import AppConfig
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 
 
 class QueueingConfig(AppConfig):

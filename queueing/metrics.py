@@ -21,9 +21,9 @@ import redis
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from agentos_project.batching import BatchingThread
-from agentos_project.conf import Server
-from agentos_project.coordination import redis_connection, scoped
+from agentos_project.core.batching import BatchingThread
+from agentos_project.core.conf import Server
+from agentos_project.core.coordination import redis_connection, scoped
 
 from . import selectors
 

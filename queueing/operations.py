@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 
 from .exceptions import BadQueueQuery, JobFailedRecently, JobNotRequeueable
 from .models import Ticket

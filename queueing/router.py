@@ -23,10 +23,10 @@ from collections.abc import Iterable
 import redis
 from django.db import transaction
 
-from agentos_project.batching import BatchingThread
 from agentos_project.celery import app
-from agentos_project.conf import current
-from agentos_project.coordination import redis_client
+from agentos_project.core.batching import BatchingThread
+from agentos_project.core.conf import current
+from agentos_project.core.coordination import redis_client
 
 log = logging.getLogger("agentos.queue")
 MARKER = "agentos:message:{}"

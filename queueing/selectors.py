@@ -14,7 +14,7 @@ import uuid
 from django.db import connection
 from django.db.models import F
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 
 from .models import Ticket, TicketStatus
 from .seam import Claim

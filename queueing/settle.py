@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 from django.db import DatabaseError, connection
 
-from agentos_project.conf import current
-from agentos_project.exceptions import first_line
+from agentos_project.core.conf import current
+from agentos_project.core.exceptions import first_line
 
 from . import shutdown
 from .models import TicketStatus

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 
 from . import router
 from .models import TicketStatus

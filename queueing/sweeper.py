@@ -17,7 +17,7 @@ from django.db import close_old_connections, connection
 from django.db.models import F, Q
 from django.db.models.functions import Now
 
-from agentos_project.conf import QueueSettings
+from agentos_project.core.conf import QueueSettings
 
 from . import router
 from .models import Ticket, TicketStatus

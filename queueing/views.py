@@ -12,11 +12,11 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentos_project.auth import QueueAdminPermission
-from agentos_project.conf import current
-from agentos_project.openapi import INVALID, refused
-from agentos_project.scopes import is_operator
-from agentos_project.validation import validated
+from agentos_project.core.conf import current
+from agentos_project.core.identity.auth import QueueAdminPermission
+from agentos_project.core.identity.scopes import is_operator
+from agentos_project.core.openapi import INVALID, refused
+from agentos_project.core.validation import validated
 
 from . import metrics
 from .exceptions import JobNotFound, QueueDisabled

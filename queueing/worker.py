@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 
 from . import metrics, router, shutdown
 from .models import TicketStatus

@@ -7,14 +7,14 @@ Connected to Celery's worker signals by `QueueingConfig.ready()`; outside a work
 from __future__ import annotations
 
 import functools
-import gc
 import threading
 
 from celery.signals import worker_init, worker_ready, worker_shutting_down
 from django.db import connections
 
 from agentos_project.celery import app
-from agentos_project.conf import current
+from agentos_project.core.conf import current
+from agentos_project.core.process import freeze_loaded_objects
 
 from . import shutdown
 from .heartbeat import Heartbeat
@@ -45,14 +45,6 @@ def start_sweeper(**_kwargs) -> None:
     conf = current().queue
     if conf.sweeper_in_worker:
         threading.Thread(target=run_forever, args=(conf, _Sweeper.stop), name="agentos-sweeper", daemon=True).start()
-
-
-def freeze_loaded_objects(**_kwargs) -> None:
-    """Everything loaded by start-up is kept for the process's life: `gc.freeze` takes it out of the collector's
-    reach, so a full collection walks only what was made since. What is garbage already is collected first, not
-    kept. Called in a worker at `worker_ready`, and by a web process once `agentos_project.asgi` has loaded."""
-    gc.collect()
-    gc.freeze()
 
 
 def drain(**_kwargs) -> None:

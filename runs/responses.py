@@ -16,8 +16,8 @@ from concurrent.futures import Future
 from django.db import connection
 from django.http import StreamingHttpResponse
 
-from agentos_project.exceptions import first_line
-from agentos_project.streaming import Ending, PartsResponse
+from agentos_project.core.exceptions import first_line
+from agentos_project.core.streaming import Ending, PartsResponse
 
 from .services.cancel import run_cancel_by_id
 

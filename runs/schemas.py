@@ -1,7 +1,7 @@
 """What the runs API answers, described for `/openapi.json` (the views build these bodies; nothing here runs).
 
 So a schema-driven client or fuzzer sees the real shapes: the 202 body, the run body of CONTRACT 3.2, the
-summaries `/config` and the listings carry, and the `{"detail": ...}` of every refusal (`agentos_project.openapi`).
+summaries `/config` and the listings carry, and the `{"detail": ...}` of every refusal (`agentos_project.core.openapi`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema_field
 from rest_framework import serializers
 
-from agentos_project.openapi import INVALID, refused
+from agentos_project.core.openapi import INVALID, refused
 
 from .models import CancellationStage, RunStatus
 

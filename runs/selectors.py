@@ -8,8 +8,8 @@ import uuid
 
 from django.db import connection
 
-from agentos_project.conf import current
-from agentos_project.postgres.prepared import Prepared
+from agentos_project.core.conf import current
+from agentos_project.core.postgres.prepared import Prepared
 from agents_registry.events import event_name
 from agents_registry.requirements import PAUSE_FIELDS
 from queueing.selectors import ticket_user_cap, ticket_waiting_on

@@ -2,7 +2,7 @@
 
 Everything accepted here can be stored: strings without NUL or unpaired surrogates (DRF's CharField refuses
 both), JSON objects nested at most `jsonsafe.MAX_DEPTH` levels with finite numbers only (see
-`agentos_project.jsonsafe`).
+`agentos_project.core.jsonsafe`).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from rest_framework import serializers
 from rest_framework.fields import empty
 from rest_framework.utils import html
 
-from agentos_project import jsonsafe
-from agentos_project.conf import MAX_TTL_SECONDS
-from agentos_project.units import seconds_text
-from agentos_project.validation import ReusedFields
-from agentos_project.validation import validated as validate_request
+from agentos_project.core import jsonsafe
+from agentos_project.core.conf import MAX_TTL_SECONDS
+from agentos_project.core.units import seconds_text
+from agentos_project.core.validation import ReusedFields
+from agentos_project.core.validation import validated as validate_request
 
 
 class StrictBooleanField(serializers.BooleanField):
@@ -38,7 +38,7 @@ class StrictBooleanField(serializers.BooleanField):
 
 class _JSONField(serializers.Field):
     """A JSON value of type `expected`, sent as a JSON string (form fields) or as itself (JSON bodies), storable
-    as `agentos_project.jsonsafe` checks it."""
+    as `agentos_project.core.jsonsafe` checks it."""
 
     expected: type
 

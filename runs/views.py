@@ -11,9 +11,9 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentos_project.auth import run_access, token_identity
-from agentos_project.conf import current
-from agentos_project.scopes import COMPONENT, READ_OR_RUN, visible
+from agentos_project.core.conf import current
+from agentos_project.core.identity.auth import run_access, token_identity
+from agentos_project.core.identity.scopes import COMPONENT, READ_OR_RUN, visible
 from agents_registry.registry import ComponentNotFound as RegistryMiss
 from agents_registry.registry import registry
 from agents_registry.requirements import Answers

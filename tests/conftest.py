@@ -27,9 +27,9 @@ from django.test import override_settings
 from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
+from agentos_project.core.postgres.base import close_pools
 from agentos_project.httpserver import HTTP_PROTOCOL
-from agentos_project.postgres.base import close_pools
 
 from .fake_openai import FakeOpenAI
 

@@ -1,6 +1,6 @@
 """Settings for development and `make serve`; production.py and test.py adjust them.
 
-Every agentos knob comes from the environment through `agentos_project.conf.load`; a bad value stops
+Every agentos knob comes from the environment through `agentos_project.core.conf.load`; a bad value stops
 start-up with one line that names the variable.
 """
 
@@ -8,8 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from agentos_project.conf import ConfigError, load
-from agentos_project.postgres.url import database_settings
+from agentos_project.core.conf import ConfigError, load
+from agentos_project.core.postgres.url import database_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 DEMO_AGENTS_DEFAULT = True
@@ -99,18 +99,18 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_BODY_BYTES
 
 REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": [
-        "agentos_project.parsers.JSONParser",
+        "agentos_project.core.parsers.JSONParser",
         "rest_framework.parsers.FormParser",
-        "agentos_project.parsers.MultiPartParser",
+        "agentos_project.core.parsers.MultiPartParser",
     ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_AUTHENTICATION_CLASSES": ["agentos_project.auth.SecurityKeyAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["agentos_project.core.identity.auth.SecurityKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": [
-        "agentos_project.auth.SecurityKeyPermission",
-        "agentos_project.scopes.ScopePermission",
+        "agentos_project.core.identity.auth.SecurityKeyPermission",
+        "agentos_project.core.identity.scopes.ScopePermission",
     ],
     "UNAUTHENTICATED_USER": None,
-    "EXCEPTION_HANDLER": "agentos_project.exceptions.exception_handler",
+    "EXCEPTION_HANDLER": "agentos_project.core.exceptions.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 
@@ -119,11 +119,11 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Durable background runs for AI agents, wire-compatible with AgentOS.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
-    "SERVE_PERMISSIONS": ["agentos_project.auth.SecurityKeyPermission"],
+    "SERVE_PERMISSIONS": ["agentos_project.core.identity.auth.SecurityKeyPermission"],
     "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "runs.models.RunStatus", "HealthStatusEnum": ["ok", "unavailable"]},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "agentos_project.openapi.document_gates",
+        "agentos_project.core.openapi.document_gates",
     ],
 }
 

@@ -3,7 +3,7 @@
 import os
 import sys
 
-from agentos_project.conf import ConfigError, load
+from agentos_project.core.conf import ConfigError, load
 
 from .base import *  # noqa: F403
 

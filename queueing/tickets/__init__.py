@@ -43,7 +43,7 @@ asked), `sweep` (stale tickets, deadlines, prune), `operator` (cancel, continue,
 and round robin: held tickets and letting them in), and `_sql`, the SQL they share.
 """
 
-from agentos_project.postgres.prepared import Prepared
+from agentos_project.core.postgres.prepared import Prepared
 
 from ..seam import get_executor
 from ._sql import _PROMOTE, _SESSION_LOCK, TABLE, promote_next_head, session_lock

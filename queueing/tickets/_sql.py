@@ -12,7 +12,7 @@ from django.db import connection
 from django.db.models import BooleanField
 from django.db.models.expressions import RawSQL
 
-from agentos_project.postgres.prepared import Prepared
+from agentos_project.core.postgres.prepared import Prepared
 
 from .. import router
 from ..models import Ticket, TicketStatus

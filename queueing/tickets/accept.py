@@ -6,7 +6,7 @@ import json
 
 from django.db import connection
 
-from agentos_project.postgres.prepared import Prepared, together
+from agentos_project.core.postgres.prepared import Prepared, together
 
 from .. import router
 from ..exceptions import QueueFull

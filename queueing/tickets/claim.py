@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from django.db.models.functions import Now
 
-from agentos_project.postgres.prepared import Prepared, together
+from agentos_project.core.postgres.prepared import Prepared, together
 
 from .. import router
 from ..models import Ticket, TicketStatus

@@ -7,7 +7,7 @@ import functools
 
 from django.db import connection
 
-from agentos_project.postgres.prepared import Prepared
+from agentos_project.core.postgres.prepared import Prepared
 
 from ._sql import TABLE
 

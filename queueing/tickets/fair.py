@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from django.db import connection
 
-from agentos_project.conf import current
-from agentos_project.postgres.prepared import Prepared
+from agentos_project.core.conf import current
+from agentos_project.core.postgres.prepared import Prepared
 
 from .. import router
 from ._sql import TABLE

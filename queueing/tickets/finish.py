@@ -9,7 +9,7 @@ from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Greatest, Now
 
-from agentos_project.postgres.prepared import Prepared, together
+from agentos_project.core.postgres.prepared import Prepared, together
 
 from .. import router
 from ..models import TERMINAL, TicketStatus

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
-from agentos_project.units import seconds_text
+from agentos_project.core.units import seconds_text
 
 from .. import router
 from ..models import TERMINAL, Ticket, TicketStatus

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 
 
 class _FellBehind(bytes):

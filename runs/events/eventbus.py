@@ -18,9 +18,9 @@ from collections.abc import Iterable
 import redis
 from django.db import transaction
 
-from agentos_project.batching import BatchingThread
-from agentos_project.conf import current
-from agentos_project.coordination import redis_connection, scoped
+from agentos_project.core.batching import BatchingThread
+from agentos_project.core.conf import current
+from agentos_project.core.coordination import redis_connection, scoped
 
 log = logging.getLogger("agentos.streams")
 BATCH = 1000

@@ -18,8 +18,8 @@ import hiredis
 import redis
 import redis.asyncio
 
-from agentos_project import resp
-from agentos_project.conf import current
+from agentos_project.core import resp
+from agentos_project.core.conf import current
 
 from . import eventbus, pubsub
 from .backlog import Backlog

@@ -15,7 +15,7 @@ import hiredis
 import redis
 from redis.asyncio.connection import SSLConnection, parse_url
 
-from agentos_project import resp
+from agentos_project.core import resp
 
 READ_BYTES = 65536
 

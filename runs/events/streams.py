@@ -21,8 +21,8 @@ import redis
 import redis.asyncio
 from django.db import DatabaseError
 
-from agentos_project.conf import current
-from agentos_project.streaming import Ending
+from agentos_project.core.conf import current
+from agentos_project.core.streaming import Ending
 from agents_registry.events import stream_ending
 
 from ..models import STREAM_ENDED

@@ -20,7 +20,7 @@ import time
 import redis
 from django.db import connection
 
-from agentos_project.coordination import redis_connection, scoped
+from agentos_project.core.coordination import redis_connection, scoped
 
 from ..selectors import runs_cancel_requested
 

@@ -8,7 +8,7 @@ from concurrent.futures import Future
 
 from django.db import transaction
 
-from agentos_project.exceptions import RequestInvalid
+from agentos_project.core.exceptions import RequestInvalid
 from agents_registry.requirements import ANSWER_FIELD, AnswerInvalid, Answers
 from queueing.tickets import ticket_continue
 

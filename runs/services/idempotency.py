@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentos_project import jsonsafe
+from agentos_project.core import jsonsafe
 from queueing.selectors import ticket_by_idempotency_key
 
 from ..exceptions import IdempotencyConflict, IdempotencyKeyInvalid, IdempotencyKeyTooLong, IdempotencyMismatch

@@ -19,9 +19,9 @@ from collections.abc import Callable
 
 from django.db import connection
 
-from agentos_project.jsonsafe import storable
-from agentos_project.postgres.base import release_connection
-from agentos_project.postgres.prepared import Prepared
+from agentos_project.core.jsonsafe import storable
+from agentos_project.core.postgres.base import release_connection
+from agentos_project.core.postgres.prepared import Prepared
 from agents_registry.context import PermanentRunError
 from agents_registry.events import event_name
 from agents_registry.steps import COMPLETED, INTERRUPTED, MODEL, STARTED, TOOL, Journal, Recorded

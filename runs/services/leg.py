@@ -7,8 +7,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from agentos_project.conf import current
-from agentos_project.postgres.base import release_connection
+from agentos_project.core.conf import current
+from agentos_project.core.postgres.base import release_connection
 from agents_registry.context import PermanentRunError, RunContext, RunRequest, RunResult
 from agents_registry.registry import ComponentNotFound, registry
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from agentos_project.conf import current
-from agentos_project.jsonsafe import storable_text
+from agentos_project.core.conf import current
+from agentos_project.core.jsonsafe import storable_text
 from agents_registry.registry import ComponentNotFound, registry
 from queueing.models import TicketStatus
 from queueing.seam import Claim, LostAttempt, Outcome, Settlement, SettleStatements

@@ -7,8 +7,8 @@ import json
 
 from django.db import connection
 
-from agentos_project.jsonsafe import storable
-from agentos_project.postgres.prepared import Prepared
+from agentos_project.core.jsonsafe import storable
+from agentos_project.core.postgres.prepared import Prepared
 from agents_registry.events import event_name
 from queueing.seam import FENCE
 

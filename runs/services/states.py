@@ -31,8 +31,8 @@ from django.db.models import Case, F, PositiveIntegerField, When
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 
-from agentos_project.jsonsafe import json_or_null, storable
-from agentos_project.postgres.prepared import Prepared, together
+from agentos_project.core.jsonsafe import json_or_null, storable
+from agentos_project.core.postgres.prepared import Prepared, together
 from agents_registry.context import RunResult
 from agents_registry.events import event_name
 from queueing.models import TicketStatus

@@ -7,8 +7,8 @@ import uuid
 
 from django.db import IntegrityError
 
-from agentos_project.conf import current
-from agentos_project.jsonsafe import json_or_null
+from agentos_project.core.conf import current
+from agentos_project.core.jsonsafe import json_or_null
 from queueing import metrics
 from queueing.seam import GATE, NewTicket, Rows
 from queueing.tickets import ticket_accept

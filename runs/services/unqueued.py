@@ -20,10 +20,10 @@ from concurrent.futures import Future
 
 from django.db import close_old_connections, connection, transaction
 
-from agentos_project import stopping
-from agentos_project.conf import current
-from agentos_project.elastic import ElasticExecutor
-from agentos_project.exceptions import first_line
+from agentos_project.core import stopping
+from agentos_project.core.conf import current
+from agentos_project.core.elastic import ElasticExecutor
+from agentos_project.core.exceptions import first_line
 from agents_registry.context import RunResult
 from queueing.shutdown import INTERRUPTED
 
@@ -203,7 +203,7 @@ STOPPED_LEG_SECONDS = 2.0  # how long an interrupted leg has to reach a checkpoi
 
 
 def stop_in_process_runs(*, window: float | None = None) -> list[str]:
-    """Stop this process's in-process runs as it stops (`agentos_project.stopping`, registered once it ran one):
+    """Stop this process's in-process runs as it stops (`agentos_project.core.stopping`, registered once it ran one):
     wait up to `window` seconds (AGENTOS_STOP_TIMEOUT_SECONDS less `stopping.WEB_GRACEFUL_SECONDS`) for them to
     end; then interrupt what still executes (it ends ERROR, `interrupted by worker shutdown`, at its next
     checkpoint) and, after STOPPED_LEG_SECONDS more, end the same way every run of the process that is still PENDING

@@ -9,8 +9,8 @@ from asgiref.testing import ApplicationCommunicator
 from django.core import signals
 from django.http import StreamingHttpResponse
 
+from agentos_project.core.streaming import LastPart, PartsResponse
 from agentos_project.handlers import SharedThreads, SyncChainHandler
-from agentos_project.streaming import LastPart, PartsResponse
 
 from ..conftest import AsgiServer, with_conf
 

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from agentos_project.conf import ConfigError, load
+from agentos_project.core.conf import ConfigError, load
 from agentos_project.logs import JsonFormatter, access_lines_in
 
 

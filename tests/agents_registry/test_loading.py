@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from agentos_project.conf import AgentsSettings, ConfigError, load
+from agentos_project.core.conf import AgentsSettings, ConfigError, load
 from agents_registry.loading import ComponentsRefused, configured_components, entry_components
 
 from ..conftest import ROOT, process_env

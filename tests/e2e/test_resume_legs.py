@@ -9,7 +9,7 @@ import json
 import pytest
 import redis
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from runs.events import eventbus
 from tests.conftest import HITL_AGENT, STUB_AGENT, sse_frames, wait_until
 

@@ -11,7 +11,7 @@ import redis
 import requests
 from django.db import connection
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from runs.events import eventbus
 from runs.models import Run
 from tests.conftest import sse_frames, wait_until

@@ -12,7 +12,7 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from agentos_project.celery import app
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from queueing.models import Ticket
 from queueing.router import EXECUTE_TASK, publish, publisher, task_message
 from runs.models import FINISHED, Run, RunEvent

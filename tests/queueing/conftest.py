@@ -17,7 +17,7 @@ import pytest
 from django.db import OperationalError, connection, transaction
 from django.db.models import F
 
-from agentos_project.postgres.prepared import Prepared
+from agentos_project.core.postgres.prepared import Prepared
 from queueing.models import Ticket
 from queueing.seam import (
     CLAIMED,

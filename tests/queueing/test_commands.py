@@ -13,7 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db.models.functions import Now
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from queueing.management.commands import prune_jobs
 from queueing.management.tables import moment
 from queueing.models import Ticket

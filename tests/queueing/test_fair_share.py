@@ -12,7 +12,7 @@ import pytest
 from django.db.models import F
 from django.db.models.functions import Now
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from queueing import router, selectors, tickets
 from queueing.models import Ticket
 from queueing.seam import Outcome

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from agentos_project.postgres.prepared import Prepared
+from agentos_project.core.postgres.prepared import Prepared
 from queueing import router
 from queueing.seam import FENCE, Outcome, Settlement, SettleStatements, get_executor, register_executor
 from queueing.tickets import ticket_finish

@@ -14,8 +14,8 @@ import redis
 from django.db import transaction
 from django.db.models.functions import Now
 
-from agentos_project.conf import current
-from agentos_project.coordination import redis_connection
+from agentos_project.core.conf import current
+from agentos_project.core.coordination import redis_connection
 from queueing import metrics
 from queueing.models import Ticket
 from queueing.seam import NewTicket

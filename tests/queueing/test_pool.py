@@ -1,6 +1,6 @@
 """The worker's threads pool: Celery's, on the elastic executor."""
 
-from agentos_project.elastic import ElasticExecutor
+from agentos_project.core.elastic import ElasticExecutor
 from queueing.pool import TaskPool
 
 

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from queueing import tickets
 from queueing.exceptions import QueueFull
 from queueing.models import Ticket

@@ -8,7 +8,7 @@ import psycopg2
 import pytest
 from django.db import OperationalError, connection, connections
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from queueing import router
 from queueing.models import Ticket
 from queueing.sweeper import AUTOVACUUM_OFF, lost_messages, sweep_once, warn_if_autovacuum_off

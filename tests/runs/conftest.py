@@ -1,7 +1,7 @@
 import pytest
 from django.test import override_settings
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from agents_registry.chat_models import StubModel
 from agents_registry.components import Agent
 from agents_registry.registry import registry

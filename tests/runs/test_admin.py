@@ -8,7 +8,7 @@ from django.contrib import messages
 from django.contrib.auth.models import Permission
 from django.db.models.functions import Now
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from queueing.models import Ticket
 from queueing.sweeper import sweep_once
 from queueing.tickets import SWEEP_ERROR, ticket_claim

@@ -9,7 +9,7 @@ import datetime
 import pytest
 from django.db.models.functions import Now
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from queueing.models import Ticket
 from queueing.seam import get_executor
 from queueing.settle import settle_attempt

@@ -10,7 +10,7 @@ import pytest
 from agno.run.requirement import RunRequirement
 from django.db.models import F
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from agents_registry.chat_models import ToolCall
 from agents_registry.components import Agent
 from agents_registry.registry import registry

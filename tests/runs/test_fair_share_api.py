@@ -4,7 +4,7 @@ poll shows it, and a run held by its user's cap."""
 import pytest
 from django.db.models.functions import Now
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from queueing import tickets
 from queueing.models import Ticket
 from queueing.sweeper import sweep_once

@@ -4,7 +4,7 @@ import pytest
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from queueing.models import Ticket
 from queueing.worker import worker_execute
 from runs.models import Run

@@ -8,7 +8,7 @@ import datetime
 import pytest
 from django.db.models import F
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from agents_registry.chat_models import StubModel, ToolCall, Usage
 from agents_registry.components import Agent, Team
 from agents_registry.registry import registry

@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.db.models import F
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from agents_registry.chat_models import ToolCall
 from agents_registry.components import Agent
 from agents_registry.context import RunContext

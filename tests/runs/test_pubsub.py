@@ -10,8 +10,8 @@ import pytest
 import redis
 from redis.asyncio.connection import parse_url
 
-from agentos_project import resp
-from agentos_project.conf import current
+from agentos_project.core import resp
+from agentos_project.core.conf import current
 from runs.events import pubsub
 
 

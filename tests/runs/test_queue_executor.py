@@ -8,7 +8,7 @@ from django.db.models import F
 from django.db.models.functions import Now
 from django.test import override_settings
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from agents_registry.chat_models import StubModel, ToolCall
 from agents_registry.components import Agent
 from agents_registry.registry import registry

@@ -7,7 +7,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 
 from .conftest import row_counts
 

@@ -11,9 +11,9 @@ import uuid
 import pytest
 import redis
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
+from agentos_project.core.streaming import Ending
 from agentos_project.handlers import SyncChainHandler
-from agentos_project.streaming import Ending
 from runs import responses
 from runs.events import eventbus, streams
 from runs.events import hub as process_hub

@@ -9,7 +9,7 @@ from django.db import connection
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from queueing import router
 from queueing.models import Ticket
 from runs.models import AgentSession, Run

@@ -5,8 +5,8 @@ import threading
 import pytest
 from django.test import override_settings
 
-from agentos_project.conf import current
-from agentos_project.elastic import ElasticExecutor
+from agentos_project.core.conf import current
+from agentos_project.core.elastic import ElasticExecutor
 from queueing.models import Ticket
 from runs.models import Run
 from runs.services.unqueued import InProcessRunner

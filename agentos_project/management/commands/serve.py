@@ -22,11 +22,11 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from agentos_project.conf import current, masked
+from agentos_project.core.conf import current, masked
+from agentos_project.core.exceptions import first_line
+from agentos_project.core.postgres.url import database_settings
+from agentos_project.core.stopping import WEB_GRACEFUL_SECONDS
 from agentos_project.embedded import EmbeddedError, EmbeddedPostgres, EmbeddedRedis, FolderLock
-from agentos_project.exceptions import first_line
-from agentos_project.postgres.url import database_settings
-from agentos_project.stopping import WEB_GRACEFUL_SECONDS
 from agentos_project.supervisor import SPEC
 
 # What each child writes once it serves: uvicorn once its socket listens, Celery once it consumes. The supervisor

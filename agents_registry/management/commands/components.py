@@ -10,7 +10,7 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from agents_registry.components import Agent, Team, Workflow
 from agents_registry.loading import configured_components
 

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from queueing.tickets import ticket_prune
 
 BATCH = 1000  # rows per DELETE: each batch is a short transaction of its own, however many tickets are old

@@ -2,7 +2,7 @@ import dataclasses
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from queueing.management.tables import table
 from queueing.sweeper import sweep_once
 

@@ -3,7 +3,7 @@ import threading
 
 from django.core.management.base import BaseCommand
 
-from agentos_project.conf import current
+from agentos_project.core.conf import current
 from queueing.sweeper import run_forever
 
 

@@ -7,12 +7,12 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 def database_settings(url: str, *, pool_size: int | None = None, prepare: bool = True) -> dict:
     """Django's DATABASES entry for a postgres:// URL (host may also come from ?host=/socket/dir), with at most
-    `pool_size` connections open per process (`agentos_project.postgres`)."""
+    `pool_size` connections open per process (`agentos_project.core.postgres`)."""
     parts = urlsplit(url)
     query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
     query.setdefault("connect_timeout", "5")  # an unreachable host must not hold a settle or a request for minutes
     return {
-        "ENGINE": "agentos_project.postgres",
+        "ENGINE": "agentos_project.core.postgres",
         "NAME": unquote(parts.path.lstrip("/")) or "postgres",
         "USER": unquote(parts.username or "postgres"),
         "PASSWORD": unquote(parts.password or ""),
@@ -25,5 +25,5 @@ def database_settings(url: str, *, pool_size: int | None = None, prepare: bool =
         "CONN_HEALTH_CHECKS": True,
         "POOL_SIZE": pool_size,
         "POOL_TIMEOUT": 10.0,
-        "PREPARE": prepare,  # agentos_project.postgres.prepared
+        "PREPARE": prepare,  # agentos_project.core.postgres.prepared
     }

@@ -24,7 +24,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, PermissionDenied
 from rest_framework.permissions import BasePermission
 
-from .conf import Security, current
+from ..conf import Security, current
 from .tokens import Caller, TokenRefused, verify
 
 MISSING = "Authorization header required"

@@ -1,14 +1,14 @@
-"""Prepared statements (agentos_project.postgres.prepared) against the real server."""
+"""Prepared statements (agentos_project.core.postgres.prepared) against the real server."""
 
 from __future__ import annotations
 
 import pytest
 from django.db import connection
 
-from agentos_project.postgres import base
-from agentos_project.postgres.prepared import Prepared, together
+from agentos_project.core.postgres import base
+from agentos_project.core.postgres.prepared import Prepared, together
 
-from ..conftest import terminate_backend
+from ...conftest import terminate_backend
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,9 +6,9 @@ from concurrent.futures import CancelledError
 
 import pytest
 
-from agentos_project.elastic import ElasticExecutor
+from agentos_project.core.elastic import ElasticExecutor
 
-from ..conftest import wait_until
+from ...conftest import wait_until
 
 
 def test_work_runs_and_its_result_or_error_reaches_its_future():

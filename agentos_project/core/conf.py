@@ -92,7 +92,7 @@ class QueueSettings:
 class Security:
     security_key: str | None = None
     admin_token: str | None = None
-    # JWT (agentos_project.tokens): keys tried in order, and/or a JWKS file's keys (by `kid`); on when either is set.
+    # JWT (`core.identity.tokens`): keys tried in order, and/or a JWKS file's keys (by `kid`); on when either is set.
     jwt_verification_keys: tuple[str, ...] = ()
     jwt_jwks_file: str | None = None
     jwt_algorithm: str = "RS256"

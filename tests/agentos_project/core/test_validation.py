@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from agentos_project.exceptions import RequestInvalid
-from agentos_project.validation import validated
+from agentos_project.core.exceptions import RequestInvalid
+from agentos_project.core.validation import validated
 from runs.serializers import SubmitSerializer
 
-from ..conftest import in_threads
+from ...conftest import in_threads
 
 
 def answer(data: dict):

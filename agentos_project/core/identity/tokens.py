@@ -14,7 +14,7 @@ import dataclasses
 
 import jwt
 
-from .conf import Security
+from ..conf import Security
 from .jwks import jwks_file
 
 ADMIN_SCOPE = "agent_os:admin"

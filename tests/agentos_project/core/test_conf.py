@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from agentos_project.conf import (
+from agentos_project.core.conf import (
     EMBEDDED_DATABASE_URL,
     EMBEDDED_REDIS_URL,
     AgentsSettings,
@@ -18,7 +18,7 @@ from agentos_project.conf import (
     load,
 )
 
-from ..conftest import ROOT
+from ...conftest import ROOT
 
 
 def test_defaults():

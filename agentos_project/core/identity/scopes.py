@@ -17,7 +17,7 @@ from __future__ import annotations
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
 
-from .conf import current
+from ..conf import current
 from .tokens import ADMIN_SCOPE, Caller
 
 ALIASES = {"system": "config"}

@@ -9,7 +9,7 @@ import psycopg2
 import pytest
 from django.db import connection, connections, transaction
 
-from agentos_project.postgres.base import (
+from agentos_project.core.postgres.base import (
     ConnectionPool,
     DatabaseWrapper,
     PoolExhausted,
@@ -20,7 +20,7 @@ from agentos_project.postgres.base import (
     warm,
 )
 
-from ..conftest import terminate_backend, wait_until
+from ...conftest import terminate_backend, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from runs.models import AgentSession, Run
-from tests.agentos_project.conftest import (
+from tests.agentos_project.core.identity.conftest import (
     HS256,
     SECRET,
     SUBMIT,
