@@ -21,9 +21,9 @@ import uuid
 from collections.abc import Iterable
 
 import redis
+from celery import current_app
 from django.db import transaction
 
-from agentos_project.celery import app
 from agentos_project.core.batching import BatchingThread
 from agentos_project.core.conf import current
 from agentos_project.core.coordination import redis_client
@@ -35,13 +35,13 @@ EXECUTE_TASK = "agentos.execute_ticket"
 
 def execute_queue() -> str:
     """The queue of execute messages: a worker's `queueing.reader` reads it on a Redis broker, else Celery."""
-    return app.conf.task_default_queue
+    return current_app.conf.task_default_queue
 
 
 def celery_queue() -> str:
     """The queue Celery's consumer of a worker reads in any case: messages with a countdown (Celery holds them until
     their ETA), and those the reader passes on to it."""
-    return f"{app.conf.task_default_queue}.celery"
+    return f"{current_app.conf.task_default_queue}.celery"
 
 
 def markers() -> redis.Redis:
@@ -98,9 +98,9 @@ def send_through_celery(items: list[tuple[object, float | None]]) -> None:
     """Send the execute messages of `items` (ticket id, countdown) through Celery's send_task, unmarked (the markers
     are `publish_many`'s), in one kombu publish batch: a message with a countdown to `celery_queue`, the rest to
     `execute_queue` (Celery sends to a direct queue through the anonymous exchange, routing key = the queue)."""
-    with app.producer_or_acquire() as producer, producer.batch(max_size=2 * len(items)):
+    with current_app.producer_or_acquire() as producer, producer.batch(max_size=2 * len(items)):
         for ticket_id, countdown in items:
-            app.send_task(
+            current_app.send_task(
                 EXECUTE_TASK,
                 args=[str(ticket_id)],
                 countdown=countdown or None,
@@ -144,7 +144,7 @@ def task_message(ticket_id) -> str:
     }
     properties = {
         "correlation_id": task_id,
-        "reply_to": app.thread_oid,
+        "reply_to": current_app.thread_oid,
         "delivery_mode": 2,
         "delivery_info": {"exchange": "", "routing_key": execute_queue()},
         "priority": 0,

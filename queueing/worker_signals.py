@@ -9,10 +9,10 @@ from __future__ import annotations
 import functools
 import threading
 
+from celery import current_app
 from celery.signals import worker_init, worker_ready, worker_shutting_down
 from django.db import connections
 
-from agentos_project.celery import app
 from agentos_project.core.conf import current
 from agentos_project.core.process import freeze_loaded_objects
 
@@ -56,7 +56,7 @@ def drain(**_kwargs) -> None:
 
 
 def connect() -> None:
-    app.steps["consumer"].add(ExecuteReader)
+    current_app.steps["consumer"].add(ExecuteReader)
     worker_init.connect(keep_worker_connections, weak=False)
     worker_ready.connect(start_heartbeat, weak=False)
     worker_ready.connect(start_sweeper, weak=False)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from celery import current_app
 
 from agentos_project.celery import app
 from queueing import router
 
+from ..conftest import in_threads
 from .conftest import BROKER_QUEUE
 
 pytestmark = pytest.mark.django_db
@@ -58,3 +60,12 @@ def test_a_batch_marks_every_ticket_and_sends_a_countdown_through_celery_to_its_
 def test_the_queue_is_celerys_default_queue():
     assert app.conf.task_default_queue == router.execute_queue() == BROKER_QUEUE
     assert router.celery_queue() == "agentos.celery"
+
+
+def test_the_queue_finds_the_projects_celery_app_from_any_thread():
+    # queueing reaches the app as Celery's current_app (it imports nothing of the composition root): Celery's Django
+    # fixup makes the project's app the default one, so a thread that made no app (a request's, a worker pool's)
+    # finds it too, not Celery's fallback app with its default broker and queue.
+    found = in_threads(1, lambda _: (current_app._get_current_object(), router.execute_queue()))
+    assert found == [(app, app.conf.task_default_queue)]
+    assert app.conf.task_default_queue != "celery"
