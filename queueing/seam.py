@@ -3,9 +3,9 @@
 `queueing` knows tickets, not agents: the app that owns the work (here `runs`) registers an `Executor` at start-up
 and gives its SQL to the queue's statements. The queue accepts a ticket with the caller's `Rows` in the same
 statement (they read `GATE`, leave a row in `ADMITTED`); claims it with the executor's `start_sql` (which reads
-`CLAIMED`); calls `execute` outside any transaction; and settles a finished attempt with the executor's
-`settle_statements` (each guarded by `FENCE`) in one message, any other change with `settle` in its transaction.
-So the work's own rows change atomically with its ticket. The names below are the whole contract.
+`CLAIMED`); calls `execute` outside any transaction; and sends the executor's `settle` statements (each guarded by
+`FENCE`) with every change of a ticket, in its transaction: a finish in one message with them. So the work's own
+rows change atomically with its ticket. The names below are the whole contract.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ class Settlement:
 
 @dataclasses.dataclass(frozen=True)
 class SettleStatements:
-    """What an executor writes when a ticket settles, as statements the queue sends in its settling message:
+    """What an executor writes when a ticket changes, as statements the queue sends in that change's transaction:
     `calls` (SQL and values, each statement guarded by `FENCE`, so it writes nothing when the ticket's change did
     not match), and `after`, called once that committed, only if the change matched."""
 
@@ -176,13 +176,11 @@ class Executor(Protocol):
     def execute(self, claim: Claim) -> Outcome:
         """Run the attempt, outside any transaction."""
 
-    def settle(self, settlement: Settlement) -> None:
-        """Mirror the ticket change `settlement` on the work, inside that change's transaction."""
-
-    def settle_statements(self, settlement: Settlement, fence: str) -> SettleStatements:
-        """How a finish by the attempt's owner is settled: the same as `settle`, as statements the queue sends with
-        the ticket's change, all in one message and one transaction (no round trip between them), each guarded by
-        `FENCE` with `fence`. Called before that message, outside any transaction, for every finish."""
+    def settle(self, settlement: Settlement, fence: str) -> SettleStatements:
+        """How the ticket change `settlement` shows on the work, as statements the queue sends in that change's
+        transaction once its guarded change matched, each guarded by `FENCE` with `fence`: with a finish by the
+        attempt's owner, in the same message (no round trip between them). Called before they are sent, in the
+        change's transaction for any other change, outside any for a finish."""
 
     def cancel(self, ticket_id: str) -> str:
         """Cancel the work wherever it is: `cancelled` (done at once), `requested` (its running attempt stops at its

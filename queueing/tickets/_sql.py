@@ -8,15 +8,15 @@ import datetime
 import json
 from collections.abc import Iterable
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import BooleanField
 from django.db.models.expressions import RawSQL
 
-from agentos_project.core.postgres.prepared import Prepared
+from agentos_project.core.postgres.prepared import Prepared, together
 
 from .. import router
 from ..models import Ticket, TicketStatus
-from ..seam import FENCE
+from ..seam import FENCE, SETTLING, Settlement, get_executor
 
 TABLE = Ticket._meta.db_table
 _LIVE_SQL = "('queued', 'running', 'paused')"
@@ -31,6 +31,23 @@ def session_lock(session_id: str) -> None:
     assert connection.in_atomic_block, "session_lock needs a transaction"
     with connection.cursor() as cursor:
         cursor.execute(*_SESSION_LOCK.call({"session_id": session_id}))
+
+
+_MARK = Prepared("agentos_mark_settling", f"SELECT set_config('{SETTLING}', %(fence)s, true)", {"fence": "text"})
+
+
+def mirror(settlement: Settlement) -> None:
+    """Have the work mirror a ticket change whose guarded change just matched, in the caller's transaction: the
+    transaction is marked as settling the ticket (`FENCE` true from then on), and the executor's statements for
+    `settlement` (`Executor.settle`) follow in the same round trip; what they do once committed, after the commit.
+    A finish does the same in its one message (`ticket_finish`)."""
+    assert connection.in_atomic_block, "a ticket change and its mirror commit together"
+    fence = f"{settlement.ticket_id}:{settlement.attempt}"
+    statements = get_executor().settle(settlement, fence)
+    with connection.cursor() as cursor:
+        cursor.execute(*together(_MARK.call({"fence": fence}), *statements.calls))
+    if statements.after is not None:
+        transaction.on_commit(statements.after)
 
 
 def _seconds(value: float) -> datetime.timedelta:

@@ -16,7 +16,7 @@ from ..models import TERMINAL, TicketStatus
 from ..seam import CLAIMED, FENCE, SETTLING, Claim, Outcome, Settlement, SettleStatements, get_executor
 from ..transition_log import changed
 from . import fair
-from ._sql import _PROMOTE, TABLE, _seconds, _update_returning
+from ._sql import _PROMOTE, TABLE, _seconds, _update_returning, mirror
 from .claim import _CLAIM_TYPES, _CLAIMED_COLUMNS, _claim_ctes, _claim_from_row, ticket_owned
 
 
@@ -63,7 +63,7 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
     Fenced: matches only while this worker still owns this attempt; None means a newer attempt or a sweep
     took the ticket, and nothing (ticket or the executor's rows) was written. An outcome that yields to a cancel
     (a pause, a retryable failure) matches only while no cancel was asked: None then too (`ticket_cancel_asked`).
-    The executor's writes (`settle_statements`) go with the ticket's change, in one message that PostgreSQL runs
+    The executor's writes (`Executor.settle`) go with the ticket's change, in one message that PostgreSQL runs
     as one transaction, committed when this returns: the session lock is held for no round trip. A terminal head
     hands its session to the next ticket: published after commit, or, with `hand_off`, claimed for the same worker
     in the same transaction (its work started there too) and returned, so the caller runs it at once on the same
@@ -83,7 +83,7 @@ def ticket_finish(*, claim: Claim, outcome: Outcome, hand_off: bool = False) -> 
         "fence": f"{claim.ticket_id}:{claim.attempt}",
     }
     settlement = Settlement(claim.ticket_id, outcome.status, claim.attempt, outcome.error, outcome)
-    statements = get_executor().settle_statements(settlement, params["fence"])
+    statements = get_executor().settle(settlement, params["fence"])
     return _finish_in_one_message(claim, params, statements, terminal=terminal, hand_off=hand_off)
 
 
@@ -178,7 +178,7 @@ def ticket_retry(*, claim: Claim, outcome: Outcome, delay_seconds: float) -> boo
         if not updated:
             return False
         _changed_by(claim, "retry", TicketStatus.QUEUED, retry_in=f"{delay_seconds:.2f}s")
-        get_executor().settle(Settlement(claim.ticket_id, TicketStatus.QUEUED, claim.attempt, outcome.error, outcome))
+        mirror(Settlement(claim.ticket_id, TicketStatus.QUEUED, claim.attempt, outcome.error, outcome))
         router.on_commit(claim.ticket_id, countdown=delay_seconds)
         if fair.capped():  # it runs no more until its backoff ends: room for one held ticket of its user meanwhile
             fair.ticket_release_held(owner_of=claim.ticket_id)

@@ -8,9 +8,9 @@ from django.db import transaction
 
 from .. import router
 from ..models import Ticket, TicketStatus
-from ..seam import Settlement, get_executor
+from ..seam import Settlement
 from ..transition_log import changed
-from ._sql import _LIVE_SQL, TABLE, _update_returning, _while, promote_next_head, session_lock
+from ._sql import _LIVE_SQL, TABLE, _update_returning, _while, mirror, promote_next_head, session_lock
 from .fair import ticket_release_held
 from .sweep import SWEEP_CANCELLED
 
@@ -54,7 +54,7 @@ def ticket_cancel(*, ticket_id: str, error: str, paused_error: str | None = None
             changed("cancel_ask", run_id=ticket_id, session_id=session_id, status=previous, attempt=attempt)
             return previous
         changed("cancel", run_id=ticket_id, session_id=session_id, status=TicketStatus.CANCELLED, attempt=attempt)
-        get_executor().settle(Settlement(str(ticket_id), TicketStatus.CANCELLED, attempt, error, previous=previous))
+        mirror(Settlement(str(ticket_id), TicketStatus.CANCELLED, attempt, error, previous=previous))
         promote_next_head(session_id)
         if previous == TicketStatus.QUEUED:  # its place in the broker's line, if it had one, goes to a held one
             ticket_release_held(user_id=user_id)
@@ -131,7 +131,7 @@ def ticket_requeue(*, ticket_id: str, grace_seconds: float, force: bool = False)
             return RequeueResult.TOO_RECENT if dead.exists() else RequeueResult.NOT_REQUEUEABLE
         publish, previous, attempt = row
         changed("requeue", run_id=ticket_id, session_id=session_id, status=TicketStatus.QUEUED, attempt=attempt)
-        get_executor().settle(Settlement(str(ticket_id), TicketStatus.QUEUED, 0, previous=previous))
+        mirror(Settlement(str(ticket_id), TicketStatus.QUEUED, 0, previous=previous))
         if publish:
             router.on_commit(ticket_id)
     return RequeueResult.REQUEUED

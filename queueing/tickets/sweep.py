@@ -13,7 +13,7 @@ from .. import router
 from ..models import TERMINAL, Ticket, TicketStatus
 from ..seam import LostAttempt, Settlement, get_executor
 from ..transition_log import changed, pruned
-from ._sql import TABLE, _seconds, _update_returning, _while, promote_next_head, session_lock
+from ._sql import TABLE, _seconds, _update_returning, _while, mirror, promote_next_head, session_lock
 from .fair import ticket_release_held
 
 SWEEP_ERROR = (
@@ -45,7 +45,7 @@ def ticket_fail_stale(*, ticket_id: str, grace_seconds: float) -> bool:
         if ticket is None:
             return False
         changed("sweep", run_id=ticket_id, status=TicketStatus.FAILED, **ticket)
-        get_executor().settle(Settlement(str(ticket_id), TicketStatus.FAILED, ticket["attempt"], SWEEP_ERROR))
+        mirror(Settlement(str(ticket_id), TicketStatus.FAILED, ticket["attempt"], SWEEP_ERROR))
         promote_next_head(ticket["session_id"])
     return True
 
@@ -122,7 +122,7 @@ def ticket_park_stale(*, ticket_id: str, grace_seconds: float) -> bool:
             return False
         changed("park", run_id=ticket_id, status=TicketStatus.PAUSED, **ticket)
         settlement = Settlement(str(ticket_id), TicketStatus.PAUSED, ticket["attempt"], previous=TicketStatus.RUNNING)
-        get_executor().settle(settlement)
+        mirror(settlement)
     return True
 
 
@@ -138,7 +138,7 @@ def ticket_resume_stale(*, ticket_id: str, grace_seconds: float) -> bool:
             return False
         changed("resume", run_id=ticket_id, status=TicketStatus.QUEUED, **ticket)
         settlement = Settlement(str(ticket_id), TicketStatus.QUEUED, ticket["attempt"], previous=TicketStatus.RUNNING)
-        get_executor().settle(settlement)
+        mirror(settlement)
         router.on_commit(ticket_id)
     return True
 
@@ -157,7 +157,7 @@ def ticket_cancel_stale(*, ticket_id: str, grace_seconds: float) -> bool:
         if ticket is None:
             return False
         changed("sweep", run_id=ticket_id, status=TicketStatus.CANCELLED, **ticket)
-        get_executor().settle(Settlement(str(ticket_id), ended["status"], ticket["attempt"], previous="running"))
+        mirror(Settlement(str(ticket_id), ended["status"], ticket["attempt"], previous="running"))
         promote_next_head(ticket["session_id"])
     return True
 
@@ -198,7 +198,7 @@ def ticket_expire(*, ticket_id: str) -> bool:
             "expire", run_id=ticket_id, session_id=ticket["session_id"], status=TicketStatus.CANCELLED, attempt=row[0]
         )
         settlement = Settlement(str(ticket_id), TicketStatus.CANCELLED, row[0], error, previous=TicketStatus.QUEUED)
-        get_executor().settle(settlement)
+        mirror(settlement)
         promote_next_head(ticket["session_id"])
         ticket_release_held(user_id=ticket["user_id"])
     return True

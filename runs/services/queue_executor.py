@@ -17,17 +17,7 @@ from .cancel import run_cancel_by_id
 from .cancel_signal import watcher
 from .journal import run_journals_prune, run_lost_continuation
 from .leg import LegResult, cancelled_leg, run_leg
-from .states import (
-    START_SQL,
-    cancelled_content,
-    run_end_unexecuted,
-    run_end_unexecuted_calls,
-    run_park,
-    run_park_calls,
-    run_record_leg,
-    run_record_leg_calls,
-    run_reset_pending,
-)
+from .states import START_SQL, cancelled_content, run_end_unexecuted, run_park, run_record_leg, run_reset_pending
 
 FENCED = "A newer attempt started this run"
 
@@ -96,36 +86,21 @@ class RunExecutor:
         """Pruned tickets' runs keep their record and events, not their journals: no attempt will replay them."""
         run_journals_prune(run_ids=ticket_ids)
 
-    def settle_statements(self, settlement: Settlement, fence: str) -> SettleStatements:
-        """How an attempt ended, as statements for the queue's one-message finish, each guarded by `fence`: the
-        leg's record (`run_record_leg_calls`), or for an attempt that recorded no leg (interrupted, fenced, its
-        outcome refused) the run's end or park; its held events are published once they commit."""
-        leg = settlement.outcome.result if settlement.outcome else None
+    def settle(self, settlement: Settlement, fence: str) -> SettleStatements:
+        """How a ticket change shows on its run, as statements each guarded by `fence`: the leg's record
+        (`run_record_leg`: an ending, or PENDING for its retry); for a change with no leg to record (a sweep, a
+        cancel, a requeue, an interrupted or fenced attempt), the run PENDING again when the ticket is queued
+        again, paused again when it is parked, else its end. Its held events are published once they commit."""
+        run_id, leg = settlement.ticket_id, settlement.outcome.result if settlement.outcome else None
         if isinstance(leg, LegResult):
             final = settlement.status != TicketStatus.QUEUED
-            calls = run_record_leg_calls(
-                run_id=settlement.ticket_id, attempt=settlement.attempt, leg=leg, final=final, fence=fence
-            )
-            return SettleStatements(calls, after=leg.recorded)
-        if settlement.status == TicketStatus.PAUSED:
-            calls, sink = run_park_calls(run_id=settlement.ticket_id, fence=fence)
-        else:
-            calls, sink = run_end_unexecuted_calls(**_ending(settlement), fence=fence)
-        return SettleStatements(calls, after=sink.publish_held)
-
-    def settle(self, settlement: Settlement) -> None:
-        """Mirror a ticket change on its run, inside the ticket's transaction."""
-        leg = settlement.outcome.result if settlement.outcome else None
-        if isinstance(leg, LegResult):
-            final = settlement.status != TicketStatus.QUEUED
-            run_record_leg(run_id=settlement.ticket_id, attempt=settlement.attempt, leg=leg, final=final)
-        elif settlement.status == TicketStatus.QUEUED:
+            return run_record_leg(run_id=run_id, attempt=settlement.attempt, leg=leg, final=final, fence=fence)
+        if settlement.status == TicketStatus.QUEUED:
             requeued = settlement.previous in (TicketStatus.FAILED, TicketStatus.CANCELLED)
-            run_reset_pending(run_id=settlement.ticket_id, requeued=requeued)
-        elif settlement.status == TicketStatus.PAUSED:
-            run_park(run_id=settlement.ticket_id)
-        else:
-            run_end_unexecuted(**_ending(settlement))
+            return run_reset_pending(run_id=run_id, requeued=requeued, fence=fence)
+        if settlement.status == TicketStatus.PAUSED:
+            return run_park(run_id=run_id, fence=fence)
+        return run_end_unexecuted(**_ending(settlement), fence=fence)
 
 
 def _ending(settlement: Settlement) -> dict:

@@ -36,9 +36,8 @@ from agentos_project.core.postgres.prepared import Prepared, together
 from agents_registry.context import RunResult
 from agents_registry.events import event_name
 from queueing.models import TicketStatus
-from queueing.seam import ADMITTED, CLAIMED, GATE
+from queueing.seam import ADMITTED, CLAIMED, GATE, SettleStatements
 
-from ..events.sink import EventSink
 from ..models import RUN_STATUS_OF_TICKET, CancellationStage, Run, RunStatus
 from ..selectors import run_pause_asked
 from ..submission import Submission
@@ -107,24 +106,15 @@ def run_start_unqueued(*, run_id) -> bool:
     return bool(started)
 
 
-def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool) -> None:
-    """Write how a leg ended: run status and output, its stored events, the session's history and state.
+def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool, fence: str | None = None) -> SettleStatements:
+    """How a leg ended, as statements: run status and output, its stored events, the session's history and state.
 
-    Runs inside the transaction that settles the ticket, fenced on `attempt`. `final` says an error ends the
-    run (ERROR, with a RunError event); otherwise the run waits for its retry (PENDING). What the agent produced
-    is stored as `jsonsafe.storable` makes it (a NUL or an unpaired surrogate becomes U+FFFD).
+    Sent in the transaction that settles the ticket, fenced on `attempt` (and with `fence`, each writes only in the
+    transaction the queue marked with it, `queueing.seam.FENCE`). `final` says an error ends the run (ERROR, with a
+    RunError event); otherwise the run waits for its retry (PENDING). What the agent produced is stored as
+    `jsonsafe.storable` makes it (a NUL or an unpaired surrogate becomes U+FFFD). Once they committed, the leg's
+    held events are published (`LegResult.recorded`).
     """
-    calls = run_record_leg_calls(run_id=run_id, attempt=attempt, leg=leg, final=final)
-    with connection.cursor() as cursor:
-        cursor.execute(*together(*calls))  # one round trip
-    leg.sink.publish_held_on_commit()
-    transaction.on_commit(leg.journal.settled)
-
-
-def run_record_leg_calls(*, run_id, attempt: int, leg: LegResult, final: bool, fence: str | None = None) -> list:
-    """`run_record_leg`'s statements (SQL and values), to send in one message; with `fence`, each writes only in
-    the transaction the queue marked with it (`queueing.seam.FENCE`). The caller publishes the held events
-    once they commit."""
     sink, result = leg.sink, leg.result
     journaled = leg.journal.write_call(fence, answered=result is not None)
     row = {"run_id": run_id, "attempt": attempt, "next_event_index": None, "fence": fence}
@@ -160,7 +150,7 @@ def run_record_leg_calls(*, run_id, attempt: int, leg: LegResult, final: bool, f
         calls.append(save_state_call(session_id=sink.run.session_id, state=result.session_state, fence=fence))
     if journaled is not None:
         calls.insert(0, journaled)  # while the run is still RUNNING under this attempt, as its fence wants
-    return calls
+    return SettleStatements(calls, after=leg.recorded)
 
 
 _FENCE_TYPES = {
@@ -203,45 +193,28 @@ _RECORD_ERROR = Prepared(  # final: the run ends ERROR; else it waits for its re
 )
 
 
-def run_end_unexecuted(*, run_id, status: str, content: str, stage: str | None, event_role: str) -> None:
-    """Mirror a ticket that ended while no attempt was executing it (swept, cancelled while queued or paused), in
-    the caller's transaction: see `run_end_unexecuted_calls`. Its terminal event is published once that commits."""
-    calls, sink = run_end_unexecuted_calls(
-        run_id=run_id, status=status, content=content, stage=stage, event_role=event_role
-    )
-    _execute(calls)
-    sink.publish_held_on_commit()
-
-
-def run_end_unexecuted_calls(
+def run_end_unexecuted(
     *, run_id, status: str, content: str, stage: str | None, event_role: str, fence: str | None = None
-) -> tuple[list, EventSink]:
-    """A run ended with no leg to record (ERROR or CANCELLED at `stage`): its row, and its terminal event
-    (`event_role`: "error" or "cancelled") after its last index, stored or published, as statements (with
-    `fence`, each writes only in the transaction the queue marked with it); and the sink holding that event, to
-    publish once they committed."""
+) -> SettleStatements:
+    """A run ended with no leg to record (ERROR or CANCELLED at `stage`), as statements (with `fence`, as
+    `run_record_leg`'s): its row, and its terminal event (`event_role`: "error" or "cancelled") after its last
+    index, stored or published; the event is published once they committed. Its row is locked first inside a
+    transaction (`record.ending_run`)."""
     sink = end_event(ending_run(run_id), event_role=event_role, content=content)
     row = {"run_id": run_id, "status": status, "content": content, "stage": stage}
     row.update(next_event_index=sink.next_index, fence=fence)
-    return [_END_UNEXECUTED.call(row), store_events_call(sink, fence)], sink
+    return SettleStatements([_END_UNEXECUTED.call(row), store_events_call(sink, fence)], after=sink.publish_held)
 
 
-def run_park(*, run_id) -> None:
-    """Mirror a parked ticket in the caller's transaction: see `run_park_calls`."""
-    calls, sink = run_park_calls(run_id=run_id)
-    _execute(calls)
-    sink.publish_held_on_commit()
-
-
-def run_park_calls(*, run_id, fence: str | None = None) -> tuple[list, EventSink]:
+def run_park(*, run_id, fence: str | None = None) -> SettleStatements:
     """A continuation leg was lost before it recorded anything: the run is paused again, on the same pending
-    calls, and may be continued again (a RunPaused ends any stream that watched the lost leg). As statements and
-    the sink holding that event, like `run_end_unexecuted_calls`."""
+    calls, and may be continued again (a RunPaused ends any stream that watched the lost leg). As statements, like
+    `run_end_unexecuted`'s."""
     run = ending_run(run_id)
     asked = run_pause_asked(run_id=run_id, kind=run.component_type)  # the same requirements: a client's answers fit
     sink = end_event(run, event_role="paused", content=PARKED, fields={"tools": run.tools, **asked})
     row = {"run_id": run_id, "next_event_index": sink.next_index, "fence": fence}
-    return [_PARK.call(row), store_events_call(sink, fence)], sink
+    return SettleStatements([_PARK.call(row), store_events_call(sink, fence)], after=sink.publish_held)
 
 
 _ENDING_TYPES = {"run_id": "uuid", "next_event_index": "int", "fence": "text"}
@@ -264,36 +237,38 @@ _PARK = Prepared(
 )
 
 
-def _execute(calls: list) -> None:
+def send_statements(statements: SettleStatements) -> None:
+    """Send a run's statements made without a fence (a run without a ticket) in one round trip, in the caller's
+    transaction; what they do once committed, after the commit."""
     with connection.cursor() as cursor:
-        cursor.execute(*together(*calls))  # one round trip
+        cursor.execute(*together(*statements.calls))
+    if statements.after is not None:
+        transaction.on_commit(statements.after)
 
 
-def run_reset_pending(*, run_id, requeued: bool = False) -> None:
-    """A run waits again: PENDING, its previous output cleared. A requeued one (a dead letter back in line)
-    also forgets a cancellation asked of it, so it really executes again; unless it was continuing (its
+def run_reset_pending(*, run_id, requeued: bool = False, fence: str | None = None) -> SettleStatements:
+    """A run waits again: PENDING, its previous output cleared, as a statement (with `fence`, as
+    `run_record_leg`'s). A requeued one (a dead letter back in line) also forgets a cancellation asked of it, so it
+    really executes again, its cancel intent cleared once that committed; unless it was continuing (its
     continuation leg failed: that leg runs again), it starts again from its input, its first leg again
     (`decisions_before_restart`), whose journal it replays. Its events stay: the new leg numbers on after them, and
     its streams go on past the old end (`runs.events.streams.Tail`)."""
-    fields = {}
-    if requeued:
-        restart = RawSQL(
-            "CASE WHEN continued_tools IS NULL THEN jsonb_array_length(tool_decisions) ELSE decisions_before_restart "
-            "END",
-            [],
-        )
-        fields = {"cancel_requested_at": None, "decisions_before_restart": restart}
-    Run.objects.filter(pk=run_id).update(
-        status=RunStatus.PENDING,
-        content=None,
-        content_type=None,
-        tools=None,
-        cancellation_stage=None,
-        completed_at=None,
-        **fields,
-    )
-    if requeued:
-        transaction.on_commit(lambda: cancel_signal.cancel_clear(run_id))
+    call = _RESET_PENDING.call({"run_id": run_id, "requeued": requeued, "fence": fence})
+    return SettleStatements([call], after=(lambda: cancel_signal.cancel_clear(run_id)) if requeued else None)
+
+
+_RESET_PENDING = Prepared(
+    "agentos_reset_pending",
+    f"""
+    UPDATE {RUNS} SET status = 'PENDING', content = NULL, content_type = NULL, tools = NULL,
+           cancellation_stage = NULL, completed_at = NULL,
+           cancel_requested_at = CASE WHEN %(requeued)s THEN NULL ELSE cancel_requested_at END,
+           decisions_before_restart = CASE WHEN %(requeued)s AND continued_tools IS NULL
+                                           THEN jsonb_array_length(tool_decisions) ELSE decisions_before_restart END
+    WHERE run_id = %(run_id)s AND {FENCE_MATCHED}
+    """,
+    {"run_id": "uuid", "requeued": "boolean", "fence": "text"},
+)
 
 
 def run_cancel_unqueued(*, run_id) -> bool:

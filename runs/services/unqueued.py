@@ -33,7 +33,14 @@ from ..submission import Accepted, Submission
 from . import cancel_signal
 from .leg import LegResult, cancelled_leg, run_leg
 from .sessions import session_own
-from .states import run_create, run_end_unexecuted, run_end_unqueued, run_record_leg, run_start_unqueued
+from .states import (
+    run_create,
+    run_end_unexecuted,
+    run_end_unqueued,
+    run_record_leg,
+    run_start_unqueued,
+    send_statements,
+)
 
 log = logging.getLogger("agentos.runs")
 UNCAPPED_THREADS = 256
@@ -137,11 +144,12 @@ def run_execute_unqueued(*, run_id) -> None:
                 leg = cancelled_leg(leg)
             elif _Stop.interrupted.is_set() and (leg.result is None or leg.result.status == RunResult.CANCELLED):
                 leg = LegResult(leg.sink, leg.journal, error=INTERRUPTED, permanent=True)
-            run_record_leg(run_id=run_id, attempt=run.attempt, leg=leg, final=True)
+            send_statements(run_record_leg(run_id=run_id, attempt=run.attempt, leg=leg, final=True))
     except Exception as error:  # never leave a run without a ticket RUNNING: no sweeper would end it
         with transaction.atomic():
             content = f"Run outcome could not be stored: {first_line(error)}"
-            run_end_unexecuted(run_id=run_id, status=RunStatus.ERROR, content=content, stage=None, event_role="error")
+            ending = {"status": RunStatus.ERROR, "content": content, "stage": None, "event_role": "error"}
+            send_statements(run_end_unexecuted(run_id=run_id, **ending))
 
 
 runner = InProcessRunner(execute=run_execute_unqueued, size=lambda: current().queue.max_concurrency)

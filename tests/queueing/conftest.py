@@ -9,9 +9,11 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime
+import itertools
 import json
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from django.db import OperationalError, connection, transaction
@@ -39,9 +41,9 @@ UNSTORABLE = "a result the database refuses"
 JOBS = "queueing_test_fake_job"
 SETTLED = Prepared(
     "agentos_test_fake_settled",
-    f"INSERT INTO {JOBS} (ticket_id, attempt, what, at) "
-    f"SELECT %(ticket_id)s, %(attempt)s, %(what)s, statement_timestamp() WHERE {FENCE}",
-    {"ticket_id": "uuid", "attempt": "int", "what": "text", "fence": "text"},
+    f"INSERT INTO {JOBS} (ticket_id, attempt, what, at, fake, settlement) "
+    f"SELECT %(ticket_id)s, %(attempt)s, %(what)s, statement_timestamp(), %(fake)s, %(settlement)s WHERE {FENCE}",
+    {"ticket_id": "uuid", "attempt": "int", "what": "text", "fake": "text", "settlement": "int", "fence": "text"},
 )
 # What the database refuses every time (SQLSTATE 22P02, a data exception), as it may refuse a real job's writes.
 REFUSED = Prepared(
@@ -54,7 +56,7 @@ def jobs_table(django_db_setup, django_db_blocker):
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         cursor.execute(
             f"CREATE TABLE IF NOT EXISTS {JOBS} (seq bigserial PRIMARY KEY, ticket_id uuid NOT NULL,"
-            " attempt int NOT NULL, what text NOT NULL, at timestamptz NOT NULL)"
+            " attempt int NOT NULL, what text NOT NULL, at timestamptz NOT NULL, fake text, settlement int)"
         )
 
 
@@ -69,8 +71,9 @@ class FakeExecutor:
     one of a ticket in `resumed` queued once more, and asking about one in `unanswered` raises.
 
     As the runs app does, the claiming statement starts the job (`start_sql`: a row in `JOBS`, with the database's
-    clock at the claim) and a finish is settled by statements sent with the ticket's change (`settle_statements`,
-    recorded in `settlements` once committed); any other change is settled by `settle`, in its transaction.
+    clock at the claim) and every change of a ticket is mirrored by statements sent with it (`settle`: a row in
+    `JOBS` naming the settlement, so `settlements` are those the database kept: none of a change that did not match
+    or was rolled back).
     """
 
     start_sql = (
@@ -78,7 +81,9 @@ class FakeExecutor:
         f"SELECT id, attempt, 'started', statement_timestamp() FROM {CLAIMED}"
     )
     executed: list[tuple[str, int]] = dataclasses.field(default_factory=list)
-    settlements: list[Settlement] = dataclasses.field(default_factory=list)
+    made: dict[int, Settlement] = dataclasses.field(default_factory=dict)
+    keys: Iterator[int] = dataclasses.field(default_factory=itertools.count)
+    fake: str = dataclasses.field(default_factory=lambda: str(uuid.uuid4()))
     refuse: set[str] = dataclasses.field(default_factory=set)
     parked: set[str] = dataclasses.field(default_factory=set)
     resumed: set[str] = dataclasses.field(default_factory=set)
@@ -118,21 +123,23 @@ class FakeExecutor:
             return Outcome("completed", result=UNSTORABLE)
         return Outcome(status)
 
-    def settle_statements(self, settlement: Settlement, fence: str) -> SettleStatements:
+    def settle(self, settlement: Settlement, fence: str) -> SettleStatements:
         unstorable = settlement.outcome is not None and settlement.outcome.result == UNSTORABLE
-        what = "\x00" if unstorable else settlement.status
-        values = {"ticket_id": settlement.ticket_id, "attempt": settlement.attempt, "what": what, "fence": fence}
+        key = next(self.keys)  # one each, from threads too (a count's next is atomic)
+        self.made[key] = settlement
+        values = {"ticket_id": settlement.ticket_id, "attempt": settlement.attempt, "fence": fence}
+        values.update(what="\x00" if unstorable else settlement.status, fake=self.fake, settlement=key)
         calls = [SETTLED.call(values)]
         if settlement.ticket_id in self.refuse:
             calls.append(REFUSED.call({"value": "refused", "fence": fence}))
-        return SettleStatements(calls, after=lambda: self.settlements.append(settlement))
+        return SettleStatements(calls)
 
-    def settle(self, settlement: Settlement) -> None:
-        if settlement.ticket_id in self.refuse:
-            raise RuntimeError(f"fake executor refuses to settle {settlement.ticket_id}")
-        if settlement.outcome is not None and settlement.outcome.result == UNSTORABLE:
-            raise ValueError("A string literal cannot contain NUL (0x00) characters.")
-        self.settlements.append(settlement)
+    @property
+    def settlements(self) -> list[Settlement]:
+        """The settlements whose rows the database kept (committed, or in the test's own transaction), in order."""
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT settlement FROM {JOBS} WHERE fake = %s ORDER BY seq", [self.fake])
+            return [self.made[key] for (key,) in cursor.fetchall()]
 
     def lost_attempt(self, ticket_id: str) -> LostAttempt:
         if ticket_id in self.unanswered:

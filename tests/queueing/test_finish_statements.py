@@ -1,4 +1,4 @@
-"""The one-message finish: an executor that gives its writes as statements (`Executor.settle_statements`) is
+"""The one-message finish: an executor that gives its writes as statements (`Executor.settle`) is
 settled with the ticket's change, the promotion and the hand-off claim in one message (one transaction, no round
 trip between them), each of its statements guarded by `FENCE`."""
 
@@ -32,7 +32,7 @@ class StatementExecutor(FakeExecutor):
     after: list[str] = dataclasses.field(default_factory=list)
     start_sql = f"INSERT INTO {WRITES} (ticket_id, attempt, what) SELECT id, attempt, 'started' FROM claimed"
 
-    def settle_statements(self, settlement: Settlement, fence: str) -> SettleStatements:
+    def settle(self, settlement: Settlement, fence: str) -> SettleStatements:
         params = {**dataclasses.asdict(settlement), "fence": fence}
         return SettleStatements([RECORD.call(params)], after=lambda: self.after.append(settlement.ticket_id))
 

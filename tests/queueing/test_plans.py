@@ -157,7 +157,8 @@ NOT_EXPLAINABLE = ("SAVEPOINT", "RELEASE", "ROLLBACK", "PREPARE", "DEALLOCATE", 
 
 def _statements_measured(call) -> tuple[object, list[tuple[int, str]]]:
     """`call()`'s result, then (shared buffers, plan) of each statement it sent, measured from the state before it:
-    `call()` runs in a transaction rolled back, then each statement is re-run as it was sent under EXPLAIN
+    `call()` runs in a transaction rolled back, then each statement is re-run as it was sent (each of a message's on
+    its own) under EXPLAIN
     (ANALYZE, BUFFERS) in another one, rolled back too."""
     assert not connection.in_atomic_block
     result = None
@@ -169,8 +170,8 @@ def _statements_measured(call) -> tuple[object, list[tuple[int, str]]]:
         except _Undone:
             pass
     statements = [
-        query["sql"] for query in queries.captured_queries
-        if not query["sql"].lstrip().upper().startswith(NOT_EXPLAINABLE)
+        sql for query in queries.captured_queries for sql in query["sql"].split(";\n")  # a message's statements
+        if not sql.lstrip().upper().startswith(NOT_EXPLAINABLE)
     ]  # fmt: skip
     measured = []
     with connection.cursor() as cursor:

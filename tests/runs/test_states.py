@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from django.db import transaction
 from django.forms.models import model_to_dict
 
 from agents_registry.context import RunResult
@@ -46,6 +47,12 @@ def with_status(run_id, status: str, *, queued: bool = True, attempt: int = 0) -
         Ticket.objects.filter(pk=run_id).delete()
     Run.objects.filter(pk=run_id).update(status=status, queued=queued, attempt=attempt)
     return run_id
+
+
+def send(statements) -> None:
+    """A change given as statements, sent in a transaction of its own (as a ticket's change sends it)."""
+    with transaction.atomic():
+        states.send_statements(statements)
 
 
 def leg_of(run_id, *, attempt: int, status: str | None = None, error: str | None = None) -> LegResult:
@@ -116,13 +123,13 @@ def test_a_leg_records_its_end_for_its_own_attempt_only(redis_db, result, final,
         with_status(accept_run(session_id=f"st-leg-{result}-{final}-{i}"), "RUNNING", attempt=2) for i in range(2)
     )
 
-    states.run_record_leg(run_id=current, attempt=2, leg=leg_of(current, attempt=2, status=result), final=final)
+    send(states.run_record_leg(run_id=current, attempt=2, leg=leg_of(current, attempt=2, status=result), final=final))
 
     assert row(current)["status"] == status
     unchanged(
         stale,
-        lambda: states.run_record_leg(
-            run_id=stale, attempt=1, leg=leg_of(stale, attempt=1, status=result), final=final
+        lambda: send(
+            states.run_record_leg(run_id=stale, attempt=1, leg=leg_of(stale, attempt=1, status=result), final=final)
         ),
     )
 
@@ -134,7 +141,7 @@ def test_a_leg_records_its_end_for_its_own_attempt_only(redis_db, result, final,
 def test_a_ticket_that_ended_without_a_leg_ends_its_run(redis_db, status, stage, role, event):
     run_id = with_status(accept_run(session_id=f"st-end-{status}"), "PAUSED")
 
-    states.run_end_unexecuted(run_id=run_id, status=status, content="over", stage=stage, event_role=role)
+    send(states.run_end_unexecuted(run_id=run_id, status=status, content="over", stage=stage, event_role=role))
 
     assert (row(run_id)["status"], row(run_id)["cancellation_stage"], row(run_id)["content"]) == (status, stage, "over")
     assert RunEvent.objects.get(run_id=run_id).event == event
@@ -143,7 +150,7 @@ def test_a_ticket_that_ended_without_a_leg_ends_its_run(redis_db, status, stage,
 def test_a_lost_continuation_is_paused_again(redis_db):
     run_id = with_status(accept_run(session_id="st-park"), "RUNNING", attempt=2)
 
-    states.run_park(run_id=run_id)
+    send(states.run_park(run_id=run_id))
 
     assert row(run_id)["status"] == "PAUSED"
     assert RunEvent.objects.get(run_id=run_id).event == "RunPaused"
@@ -153,7 +160,7 @@ def test_a_lost_continuation_is_paused_again(redis_db):
 def test_a_ticket_queued_again_makes_its_run_pending(redis_db, status):
     run_id = with_status(accept_run(session_id=f"st-reset-{status}"), status, attempt=1)
 
-    states.run_reset_pending(run_id=run_id, requeued=status != "RUNNING")
+    send(states.run_reset_pending(run_id=run_id, requeued=status != "RUNNING"))
 
     assert row(run_id)["status"] == "PENDING"
 
