@@ -104,9 +104,9 @@ REST_FRAMEWORK = {
         "agentos_project.core.parsers.MultiPartParser",
     ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_AUTHENTICATION_CLASSES": ["agentos_project.core.identity.auth.SecurityKeyAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["agentos_project.core.identity.auth.BearerAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": [
-        "agentos_project.core.identity.auth.SecurityKeyPermission",
+        "agentos_project.core.identity.auth.BearerPermission",
         "agentos_project.core.identity.scopes.ScopePermission",
     ],
     "UNAUTHENTICATED_USER": None,
@@ -119,7 +119,7 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Durable background runs for AI agents, wire-compatible with AgentOS.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
-    "SERVE_PERMISSIONS": ["agentos_project.core.identity.auth.SecurityKeyPermission"],
+    "SERVE_PERMISSIONS": ["agentos_project.core.identity.auth.BearerPermission"],
     "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "runs.models.RunStatus", "HealthStatusEnum": ["ok", "unavailable"]},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

@@ -62,7 +62,10 @@ def scope_of(token: str | None, security: Security) -> KeyHolder | None:
     return None
 
 
-class SecurityKeyAuthentication(BaseAuthentication):
+class BearerAuthentication(BaseAuthentication):
+    """Who the bearer token makes the caller: the admin token's or the security key's holder (`KeyHolder`), or with
+    JWT on the `Caller` a JWT that verifies names (one that does not is 401 with why); nobody without a token."""
+
     def authenticate(self, request):
         token = bearer_token(request)
         security = current().security
@@ -80,8 +83,9 @@ class SecurityKeyAuthentication(BaseAuthentication):
         return "Bearer"
 
 
-class SecurityKeyPermission(BasePermission):
-    """With a security key set, the request must carry it (or the admin token)."""
+class BearerPermission(BasePermission):
+    """With a security key set, the request must carry it (or the admin token); with JWT on, a bearer token that
+    authenticated (a JWT or one of those)."""
 
     def has_permission(self, request, view) -> bool:
         security = current().security
@@ -99,20 +103,20 @@ class QueueAdminPermission(BasePermission):
     def has_permission(self, request, view) -> bool:
         security = current().security
         if security.admin_token is None and not security.jwt:
-            return SecurityKeyPermission().has_permission(request, view)
+            return BearerPermission().has_permission(request, view)
         if request.auth is not None and request.user.admin:
             return True
         if security.jwt and request.auth is None:
-            return SecurityKeyPermission().has_permission(request, view)
+            return BearerPermission().has_permission(request, view)
         if security.security_key is not None and bearer_token(request) is None:
             raise NotAuthenticated(MISSING)
         raise PermissionDenied(NOT_ADMIN)
 
 
-class SecurityKeyScheme(OpenApiAuthenticationExtension):
+class BearerScheme(OpenApiAuthenticationExtension):
     """How `/openapi.json` describes the tokens: an HTTP bearer token."""
 
-    target_class = SecurityKeyAuthentication
+    target_class = BearerAuthentication
     name = "securityKey"
 
     def get_security_definition(self, auto_schema):
