@@ -1,11 +1,11 @@
 """Prometheus metrics of the queue (CONTRACT 12): counters and histograms summed over every process, and gauges
 read from PostgreSQL at scrape time.
 
-Each process adds its increments to one Redis hash per deployment (`coordination.scoped("metrics")`) from a thread
-of its own (`Recorder`), so a request or a run never waits on Redis and one `/metrics` answer covers every process;
-increments Redis refuses stay, summed, for the next batch. A Redis flush reads as a counter reset. Gauges (tickets
-by status, oldest queued age, sessions held, runs in flight per worker) come from the tickets themselves. A `serve`
-child counts its own restart once Django has loaded (`record_serve_restart`), as its supervisor tells it.
+Each process adds its increments to one Redis hash per deployment (`coordination.deployment_key("metrics")`) from a
+thread of its own (`Recorder`), so a request or a run never waits on Redis and one `/metrics` answer covers every
+process; increments Redis refuses stay, summed, for the next batch. A Redis flush reads as a counter reset. Gauges
+(tickets by status, oldest queued age, sessions held, runs in flight per worker) come from the tickets themselves. A
+`serve` child counts its own restart once Django has loaded (`record_serve_restart`), as its supervisor tells it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from agentos_project.core.batching import BatchingThread
 from agentos_project.core.conf import Server
-from agentos_project.core.coordination import redis_connection, scoped
+from agentos_project.core.coordination import deployment_key, redis_connection
 
 from . import selectors
 
@@ -149,7 +149,11 @@ class Recorder(BatchingThread):
                 arguments += [field, repr(float(amount)) if field.endswith(":sum") else int(amount)]
             try:
                 redis_connection().eval(
-                    APPLY_ONCE, 2, scoped("metrics"), scoped(f"metrics:applied:{self._process}"), *arguments
+                    APPLY_ONCE,
+                    2,
+                    deployment_key("metrics"),
+                    deployment_key(f"metrics:applied:{self._process}"),
+                    *arguments,
                 )
             except redis.RedisError as error:
                 log.warning("metrics not sent (%s); sent again in %ss", error, self.retry_seconds)
@@ -178,7 +182,7 @@ def record_serve_restart(server: Server) -> None:
 def shared_values() -> dict[str, float] | None:
     """The summed counters and histogram buckets of every process; None when Redis does not answer."""
     try:
-        raw = redis_connection().hgetall(scoped("metrics"))
+        raw = redis_connection().hgetall(deployment_key("metrics"))
     except redis.RedisError:
         return None
     return {field.decode(): float(value) for field, value in raw.items()}

@@ -33,7 +33,7 @@ def _prefix(host: str, port: str, name: str) -> str:
     return "agentos:" + hashlib.sha256(f"{host}:{port}/{name}".encode()).hexdigest()[:12]
 
 
-def scoped(name: str) -> str:
+def deployment_key(name: str) -> str:
     """`name` under this deployment's prefix, e.g. `agentos:3f2a…:run:<id>`."""
     database = connections["default"].settings_dict
     return f"{_prefix(database['HOST'], str(database['PORT']), database['NAME'])}:{name}"

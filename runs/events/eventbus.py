@@ -20,7 +20,7 @@ from django.db import transaction
 
 from agentos_project.core.batching import BatchingThread
 from agentos_project.core.conf import current
-from agentos_project.core.coordination import redis_connection, scoped
+from agentos_project.core.coordination import deployment_key, redis_connection
 
 log = logging.getLogger("agentos.streams")
 BATCH = 1000
@@ -28,11 +28,11 @@ UNSTREAMED_SECONDS = 300  # longer than a lease grace: a reclaimed leg still num
 
 
 def buffer_key(run_id) -> str:
-    return scoped(f"run:{run_id}:events")
+    return deployment_key(f"run:{run_id}:events")
 
 
 def channel(run_id) -> str:
-    return scoped(f"run:{run_id}")
+    return deployment_key(f"run:{run_id}")
 
 
 def keep_seconds(*, stream: bool) -> int:
@@ -112,7 +112,7 @@ class Sender(BatchingThread):
 
 def inbox(name: str) -> str:
     """The channel of a web process's inbox (`runs.events.hub.Hub`)."""
-    return scoped(f"inbox:{name}")
+    return deployment_key(f"inbox:{name}")
 
 
 def frames_of(message: bytes | str) -> list[bytes | str]:

@@ -20,7 +20,7 @@ import time
 import redis
 from django.db import connection
 
-from agentos_project.core.coordination import redis_connection, scoped
+from agentos_project.core.coordination import deployment_key, redis_connection
 
 from ..selectors import runs_cancel_requested
 
@@ -31,12 +31,12 @@ POLL_SECONDS = 1.0
 
 def intent_key(run_id) -> str:
     """The Redis key of `run_id`'s cancellation intent (set while it stands)."""
-    return scoped(f"cancel:{run_id}")
+    return deployment_key(f"cancel:{run_id}")
 
 
 def channel() -> str:
     """The deployment's cancel channel: each message is the id of a run asked to stop."""
-    return scoped("cancels")
+    return deployment_key("cancels")
 
 
 def cancel_request(run_id) -> None:
