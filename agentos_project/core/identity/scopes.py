@@ -63,7 +63,7 @@ def readable_ids(scopes: frozenset[str], resource: str, actions: tuple[str, ...]
     return named
 
 
-def scoped(request) -> Caller | None:
+def scoped_caller(request) -> Caller | None:
     """The JWT caller whose scopes apply to `request` (AGENTOS_AUTHORIZATION on), or None: nothing to check."""
     caller = request.user
     if not current().security.authorization or not isinstance(caller, Caller) or caller.admin:
@@ -82,7 +82,7 @@ def is_operator(request, resource: str) -> bool:
 def visible(request, resource: str, components: list, actions: tuple[str, ...] = ("read",)) -> list:
     """`components` (of `resource`, e.g. agents) as the caller may list them: all, or those its scopes name for one
     of `actions`."""
-    caller = scoped(request)
+    caller = scoped_caller(request)
     ids = None if caller is None else readable_ids(caller.scopes, resource, actions)
     return components if ids is None else [component for component in components if component.id in ids]
 
@@ -91,7 +91,7 @@ class ScopePermission(BasePermission):
     """The scope a view names (`scope`), checked for a JWT caller when AGENTOS_AUTHORIZATION is on."""
 
     def has_permission(self, request, view) -> bool:
-        caller, needed = scoped(request), getattr(view, "scope", None)
+        caller, needed = scoped_caller(request), getattr(view, "scope", None)
         if caller is None or needed is None:
             return True
         resource, action = needed
