@@ -111,8 +111,10 @@ class RunDetailView(APIView):
     def get(self, request, component_id: str, run_id: str):
         component_or_404(self.kind, component_id)
         query = validated(PollQuerySerializer, request.query_params, location="query")
-        session_id, owner = run_access(request, session_id=query["session_id"])
-        run = run_get(kind=self.kind, component_id=component_id, run_id=run_id, session_id=session_id, visible_to=owner)
+        session_id, visible_to = run_access(request, session_id=query["session_id"])
+        run = run_get(
+            kind=self.kind, component_id=component_id, run_id=run_id, session_id=session_id, visible_to=visible_to
+        )
         return Response(run_to_wire(run, waiting=run_waiting(run)))
 
 
@@ -140,7 +142,7 @@ class ContinueRunView(APIView):
         component = component_or_404(self.kind, component_id)
         fields = _with_session(_fields(request))
         data = validated(ContinueSerializer, fields, location="body")
-        session_id, owner = run_access(request, session_id=data["session_id"], user_id=data.get("user_id") or None)
+        session_id, visible_to = run_access(request, session_id=data["session_id"], user_id=data.get("user_id") or None)
         continued = run_continue(
             kind=self.kind,
             component_id=component_id,
@@ -151,7 +153,7 @@ class ContinueRunView(APIView):
             ),
             background=data["background"],
             stream=data["stream"],
-            visible_to=owner,
+            visible_to=visible_to,
         )
         return answer(
             continued.accepted.run_id,
@@ -171,8 +173,10 @@ class CancelRunView(APIView):
     def post(self, request, component_id: str, run_id: str):
         component_or_404(self.kind, component_id)
         query = validated(CancelSerializer, _fields(request), location="query")
-        session_id, owner = run_access(request, session_id=query.get("session_id") or None)
-        run_cancel(kind=self.kind, component_id=component_id, run_id=run_id, session_id=session_id, visible_to=owner)
+        session_id, visible_to = run_access(request, session_id=query.get("session_id") or None)
+        run_cancel(
+            kind=self.kind, component_id=component_id, run_id=run_id, session_id=session_id, visible_to=visible_to
+        )
         return Response({})
 
 
@@ -183,9 +187,9 @@ class ResumeRunView(APIView):
     def post(self, request, component_id: str, run_id: str):
         component_or_404(self.kind, component_id)
         data = validated(ResumeSerializer, _with_session(_fields(request)), location="body")
-        session_id, owner = run_access(request, session_id=data["session_id"])
+        session_id, visible_to = run_access(request, session_id=data["session_id"])
         found = {"kind": self.kind, "component_id": component_id, "run_id": run_id, "session_id": session_id}
-        run = run_find(**found, visible_to=owner)
+        run = run_find(**found, visible_to=visible_to)
         target = Target.of(run) if run else None
         after = -1 if data["last_event_index"] is None else data["last_event_index"]
         return sse_response(resume_frames(run_id, target, after=after))

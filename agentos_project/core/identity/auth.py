@@ -142,12 +142,12 @@ def token_identity(request, *, user_id: str | None, session_id: str | None) -> t
 
 def run_access(request, *, session_id: str | None, user_id: str | None = None) -> tuple[str | None, str | None]:
     """How a request may reach an existing run: the session it names (checked against a session-bound token, as
-    `token_identity` does, with the `user_id` it sent) and the user whose runs alone it sees (`runs_owner`)."""
+    `token_identity` does, with the `user_id` it sent) and the user whose runs alone it sees (`runs_visible_to`)."""
     _, session_id = token_identity(request, user_id=user_id, session_id=session_id)
-    return session_id, runs_owner(request)
+    return session_id, runs_visible_to(request)
 
 
-def runs_owner(request) -> str | None:
+def runs_visible_to(request) -> str | None:
     """The user whose runs alone the request may see and act on: a JWT caller's `sub`, unless its token has the
     `agent_os:admin` scope; None (every run) for an admin, the operator's keys, or without JWT."""
     caller = request.user
