@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .steps import Journal
+from .journal import Journal
 
 WOKEN_CHECK_SECONDS = 1.0
 

@@ -11,9 +11,9 @@ from agentos_project.core.jsonsafe import storable
 from .chat_models import Reasoning, ToolCall, Usage
 from .context import PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, event_name
+from .journal import COMPLETED, FAILED, INTERRUPTED_FAILS, MODEL, OUTCOME_UNKNOWN, STARTED, STATE, TOOL, fingerprint
 from .output import checked, response_format, schema_name
 from .requirements import run_requirements
-from .steps import COMPLETED, FAILED, INTERRUPTED_FAILS, MODEL, OUTCOME_UNKNOWN, STARTED, STATE, TOOL, fingerprint
 from .tools import REJECTED, Tool, ToolFailed
 
 

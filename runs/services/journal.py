@@ -1,4 +1,4 @@
-"""A run's step journal (`agents_registry.steps`), kept in PostgreSQL next to the run: each model call and tool
+"""A run's step journal (`agents_registry.journal`), kept in PostgreSQL next to the run: each model call and tool
 call of a leg, written as it completes, fenced by the attempt that owns the run, and replayed by a later attempt of
 the same leg (a retry, a reclaim after a lost worker, an operator's requeue).
 
@@ -24,7 +24,7 @@ from agentos_project.core.postgres.base import release_connection
 from agentos_project.core.postgres.prepared import Prepared
 from agents_registry.context import PermanentRunError
 from agents_registry.events import event_name
-from agents_registry.steps import COMPLETED, INTERRUPTED, MODEL, STARTED, TOOL, Journal, Recorded
+from agents_registry.journal import COMPLETED, INTERRUPTED, MODEL, STARTED, TOOL, Journal, Recorded
 from queueing import metrics
 from queueing.models import Ticket
 from queueing.seam import LostAttempt

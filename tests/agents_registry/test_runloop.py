@@ -3,9 +3,9 @@
 from agno.workflow.types import WorkflowMetrics
 
 from agents_registry.context import RunRequest
+from agents_registry.journal import Journal
 from agents_registry.registry import registry
 from agents_registry.runloop import REJECTED
-from agents_registry.steps import Journal
 
 
 def test_agent_run_emits_started_content_completed(make_context, recorder):

@@ -15,7 +15,7 @@ import requests
 from django.db import connection
 from django.db.models import F
 
-from agents_registry.steps import INTERRUPTED_FAILS, OUTCOME_UNKNOWN
+from agents_registry.journal import INTERRUPTED_FAILS, OUTCOME_UNKNOWN
 from queueing.models import Ticket
 from queueing.shutdown import INTERRUPTED
 from runs.models import AgentSession, Run, RunEvent, Step

@@ -11,8 +11,8 @@ from django.db.models import F
 from agentos_project.core.conf import current
 from agents_registry.chat_models import StubModel, ToolCall, Usage
 from agents_registry.components import Agent, Team
+from agents_registry.journal import COMPLETED, MODEL, TOOL
 from agents_registry.registry import registry
-from agents_registry.steps import COMPLETED, MODEL, TOOL
 from agents_registry.tools import tool
 from queueing.models import Ticket
 from queueing.sweeper import sweep_once

@@ -17,8 +17,8 @@ from agentos_project.core.conf import current
 from agents_registry.chat_models import ToolCall
 from agents_registry.components import Agent
 from agents_registry.context import RunContext
+from agents_registry.journal import TOOL
 from agents_registry.registry import registry
-from agents_registry.steps import TOOL
 from agents_registry.tools import tool
 from queueing import shutdown
 from queueing.models import Ticket

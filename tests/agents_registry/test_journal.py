@@ -8,7 +8,7 @@ import pytest
 from agents_registry.chat_models import ToolCall
 from agents_registry.components import Agent, Team
 from agents_registry.context import PermanentRunError, RunRequest
-from agents_registry.steps import COMPLETED, INTERRUPTED_FAILS, OUTCOME_UNKNOWN, STARTED, Journal, Recorded
+from agents_registry.journal import COMPLETED, INTERRUPTED_FAILS, OUTCOME_UNKNOWN, STARTED, Journal, Recorded
 from agents_registry.tools import tool
 
 
