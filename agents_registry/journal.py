@@ -55,7 +55,9 @@ def fingerprint(*parts) -> str:
 
 
 class Journal:
-    """No journal: every step runs live and nothing is kept (a run without a ticket, or the journal turned off)."""
+    """What the run loop asks of a journal, as no journal answers it: every step runs live and nothing is kept (a
+    run without a ticket, or the journal turned off). The runs app's journal (`runs.services.journal.RunJournal`)
+    answers it from PostgreSQL."""
 
     keeps = False  # whether completed steps are kept: then a tool's change of the session state is kept with it
 

@@ -95,19 +95,6 @@ def leg_of(run: Run) -> int:
     return len(run.tool_decisions or []) - run.decisions_before_restart
 
 
-class Unjournaled(Journal):
-    """A leg without a journal (a run without a ticket, or AGENTOS_STEP_JOURNAL off): nothing to write."""
-
-    def ended(self) -> None:
-        pass
-
-    def write_call(self, fence: str | None = None, *, answered: bool = True) -> None:
-        return None
-
-    def settled(self) -> None:
-        pass
-
-
 class RunJournal(Journal):
     """The journal of one leg of `run`, as `attempt` executes it; `entries` are what earlier attempts of the same
     leg journaled, by position (`load_entries`)."""

@@ -10,20 +10,22 @@ from collections.abc import Callable
 from agentos_project.core.conf import current
 from agentos_project.core.postgres.base import release_connection
 from agents_registry.context import PermanentRunError, RunContext, RunRequest, RunResult
+from agents_registry.journal import Journal
 from agents_registry.registry import ComponentNotFound, registry
 
 from ..events.sink import EventSink, first_event_index
 from ..models import AgentSession, Run
 from ..selectors import session_history
-from .journal import RunJournal, Unjournaled, load_entries
+from .journal import RunJournal, load_entries
 
 
 @dataclasses.dataclass
 class LegResult:
-    """What a leg produced: the agent's result, or the error that ended it (`permanent` when retrying cannot help)."""
+    """What a leg produced: the agent's result, or the error that ended it (`permanent` when retrying cannot help);
+    its step journal, if it had one."""
 
     sink: EventSink
-    journal: Unjournaled | RunJournal = dataclasses.field(default_factory=Unjournaled)
+    journal: RunJournal | None = None
     result: RunResult | None = None
     error: str | None = None
     permanent: bool = False
@@ -31,7 +33,8 @@ class LegResult:
     def recorded(self) -> None:
         """The leg's record committed: its held events go out, its journal counts what the record wrote."""
         self.sink.publish_held()
-        self.journal.settled()
+        if self.journal is not None:
+            self.journal.settled()
 
     @property
     def yields_to_cancel(self) -> bool:
@@ -58,7 +61,7 @@ def _context(
     attempt: int,
     inputs: tuple[dict, list[dict]],
     cancelled: Callable[[], bool],
-    journal: Unjournaled | RunJournal,
+    journal: RunJournal | None,
     woken: threading.Event | None,
 ) -> RunContext:
     """What the component sees of the run: its session's state (for a continuation, the state its paused leg
@@ -77,18 +80,18 @@ def _context(
         attempt=attempt,
         emit=sink.emit,
         cancelled=cancelled,
-        journal=journal,
+        journal=journal or Journal(),  # no journal: every step runs live
         woken=woken,
     )
 
 
-def _journal(run: Run, sink: EventSink, attempt: int) -> Unjournaled | RunJournal:
-    """The leg's step journal: a run with a ticket has one, and a leg that ran before (its attempt is not the
+def _journal(run: Run, sink: EventSink, attempt: int) -> RunJournal | None:
+    """The leg's step journal, or None: a run with a ticket has one, and a leg that ran before (its attempt is not the
     run's first) finds what its earlier attempts kept. AGENTOS_STEP_JOURNAL=false leaves only a continuation's
     journal: what says whether its confirmed tools ran."""
     queue = current().queue
     if not run.queued or not (queue.step_journal or run.continued_tools is not None):
-        return Unjournaled()
+        return None
     entries = load_entries(run) if attempt > 1 else {}
     return RunJournal(run, sink, attempt=attempt, entries=entries, max_bytes=queue.step_max_bytes)
 
@@ -134,7 +137,8 @@ def run_leg(
     except Exception as error:
         return LegResult(sink, journal, error=str(error) or type(error).__name__)
     finally:
-        journal.ended()
+        if journal is not None:
+            journal.ended()
     if timed_out():
         return LegResult(sink, journal, error=f"Run exceeded timeout_seconds={timeout_seconds:g}")
     result.metrics = {**result.metrics, "duration": round(time.monotonic() - started, 6)}

@@ -116,7 +116,7 @@ def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool, fence: 
     held events are published (`LegResult.recorded`).
     """
     sink, result = leg.sink, leg.result
-    journaled = leg.journal.write_call(fence, answered=result is not None)
+    journaled = leg.journal.write_call(fence, answered=result is not None) if leg.journal is not None else None
     row = {"run_id": run_id, "attempt": attempt, "next_event_index": None, "fence": fence}
     if result is None:
         error = storable(leg.error)
