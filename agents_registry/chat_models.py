@@ -1,6 +1,6 @@
 """Chat models: the stub of CONTRACT section 13 and an OpenAI-compatible client.
 
-A model turns messages (OpenAI format) and tools into a stream of text pieces and `ToolCall`s.
+A model makes messages (OpenAI format) and tools into a stream of text pieces and `ToolCall`s.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Reasoning:
     text: str
 
 
-def last_user_turn(messages: Sequence[dict]) -> int:
+def last_user_message(messages: Sequence[dict]) -> int:
     """Index of the last user message."""
     for index in range(len(messages) - 1, -1, -1):
         if messages[index]["role"] == "user":
@@ -71,14 +71,14 @@ class StubModel:
         self.default_sleep = default_sleep
 
     def stream(self, messages: Sequence[dict], tools: Sequence[Tool], ctx: RunContext) -> Iterator[str | ToolCall]:
-        turn = last_user_turn(messages)
-        prompt = messages[turn]["content"]
+        last = last_user_message(messages)
+        prompt = messages[last]["content"]
         match = SLEEP_PATTERN.search(prompt)
         if ctx.wait(float(match.group(1)) if match else self.default_sleep):
             return
         if "explode" in prompt:
             raise RuntimeError("stub model exploded")
-        results = [message["content"] for message in messages[turn:] if message["role"] == "tool"]
+        results = [message["content"] for message in messages[last:] if message["role"] == "tool"]
         wanted = 2 if "twice" in prompt else 1
         if "delete" in prompt and any(t.name == "delete_temp_files" for t in tools) and len(results) < wanted:
             yield ToolCall(
@@ -91,7 +91,7 @@ class StubModel:
         elif results:
             answer = "done: tool result received"
         else:
-            answer = f"echo: {echoed} (history: {turn} messages)"
+            answer = f"echo: {echoed} (history: {last} messages)"
         pace = PACE_PATTERN.search(prompt)
         for index, word in enumerate(answer.split(" ")):
             if index and pace and ctx.wait(float(pace.group(1)), step=0.01):
@@ -101,7 +101,7 @@ class StubModel:
 
 class ChatModel(Protocol):
     """What an agent's model is: an `id` and a `provider` (shown on `/config` and in events), and `stream`, which
-    turns messages (OpenAI format) and the agent's tools into text pieces and `ToolCall`s, with `Reasoning` pieces
+    makes messages (OpenAI format) and the agent's tools into text pieces and `ToolCall`s, with `Reasoning` pieces
     and one `Usage` when the model reports them. An exception ends the leg: `PermanentRunError` for good, any other
     is retried while the run's attempts last. With `request_events` true, each request is told by
     ModelRequestStarted and ModelRequestCompleted events (with its token counts)."""

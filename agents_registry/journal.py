@@ -79,7 +79,7 @@ class Journal:
         status: str = COMPLETED,
         announce: Callable[[], None] = lambda: None,
     ) -> None:
-        """The current step ended with `output`: a model's answer (`Turn.record`), a tool's `content` (with `error`
+        """The current step ended with `output`: a model's answer (`ModelTurn.record`), a tool's `content` (with `error`
         when it failed). `announce` emits the event that tells it, published once the step is kept."""
         announce()
 

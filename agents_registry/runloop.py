@@ -18,7 +18,7 @@ from .tools import REJECTED, Tool, ToolFailed
 
 
 @dataclasses.dataclass
-class Turn:
+class ModelTurn:
     """One model request's answer: its text, the tool calls it asked for, its reasoning, and the tokens it used."""
 
     text: str
@@ -33,7 +33,7 @@ class Turn:
         return {"text": self.text, "calls": calls, "reasoning": self.reasoning, "usage": usage}
 
     @classmethod
-    def recorded(cls, output: dict) -> Turn:
+    def recorded(cls, output: dict) -> ModelTurn:
         usage = Usage(**output["usage"]) if output.get("usage") else None
         calls = [ToolCall(call_id, name, arguments) for call_id, name, arguments in output["calls"]]
         return cls(output["text"], calls, output.get("reasoning", ""), usage)
@@ -47,21 +47,21 @@ def model_turn(
     kind: str,
     fields: dict | None = None,
     response_format: dict | None = None,
-) -> Turn:
+) -> ModelTurn:
     """Stream one model answer, emitting a content event per chunk (reasoning too, as `reasoning_content`), all with
     `fields`; a model with `request_events` has the request told by its started and completed events. An answer
     the journal holds for this very request is replayed: no call, no event."""
     request = lambda: fingerprint(MODEL, model.id, messages, [tool.schema() for tool in tools], response_format)  # noqa: E731
     recorded = ctx.journal.replay(MODEL, request)
     if recorded is not None:
-        return Turn.recorded(recorded.output)
+        return ModelTurn.recorded(recorded.output)
     fields = fields or {}
     named = {"model": model.id, "model_provider": model.provider}
     told = getattr(model, "request_events", False)
     if told:
         ctx.emit(event_name(kind, "model_request_started"), {**named, **fields})
     started, first = ctx.clock(), None
-    turn = Turn("", [])
+    turn = ModelTurn("", [])
     parts: list[str] = []
     reasoning: list[str] = []
     asked = {"response_format": response_format} if response_format else {}  # only a model that can is asked

@@ -105,15 +105,15 @@ class Reader:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self._turn()
+                self._read_once()
             except redis.RedisError as error:
                 log.warning("reading the execute queue failed: %s; retrying in %.0fs", error, self.error_pause)
                 self._stop.wait(self.error_pause)
-            except Exception:  # never let one turn end the thread: nobody else reads the queue
+            except Exception:  # never let one read end the thread: nobody else reads the queue
                 log.exception("reading the execute queue failed; retrying in %.0fs", self.error_pause)
                 self._stop.wait(self.error_pause)
 
-    def _turn(self) -> None:
+    def _read_once(self) -> None:
         if shutdown.draining():  # a draining worker takes nothing new
             self._stop.wait(self.idle_wait)
             return

@@ -81,8 +81,8 @@ def worker_execute(*, ticket_id: str) -> bool:
     A duplicate, early or late message claims nothing and returns False: the guarded claim is the only
     gate, so executing twice is impossible whatever the broker delivers. When a run ends and its session's
     next ticket becomes the head, the settling transaction claims it for this thread, which runs it at once (a
-    hand-off: no broker round trip, so the next turn starts within milliseconds). After HAND_OFF_LIMIT runs in a
-    row, or once the worker is shutting down, the successor is published instead, so one long session cannot
+    hand-off: no broker round trip, so the session's next run starts within milliseconds). After HAND_OFF_LIMIT runs
+    in a row, or once the worker is shutting down, the successor is published instead, so one long session cannot
     keep a thread forever and a draining worker starts nothing it may not finish.
     """
     if shutdown.draining():

@@ -45,7 +45,7 @@ class CancellationStage(models.TextChoices):
 
 class AgentSession(models.Model):
     """A conversation: the session state its runs leave for the next one. Its history is its completed runs'
-    `run_messages`, in the order they completed (`selectors.session_history`): a turn appends a row and never
+    `run_messages`, in the order they completed (`selectors.session_history`): a run appends a row and never
     rewrites the past."""
 
     session_id = models.CharField(max_length=255, primary_key=True)

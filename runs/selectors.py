@@ -60,13 +60,13 @@ def run_for_leg(*, run_id: str, attempt: int, window: int | None) -> tuple[Run, 
         row = cursor.fetchone()
     if row is None:
         return None
-    *columns, state, turns = row
+    *columns, state, history = row
     values = [
         value if convert is None else convert(value, None, connection)
         for convert, value in zip(_FROM_DB, columns, strict=True)
     ]
     run = Run.from_db(connection.alias, _RUN_FIELDS, values)
-    return run, json.loads(state), [message for turn in json.loads(turns) for message in turn]
+    return run, json.loads(state), [message for messages in json.loads(history) for message in messages]
 
 
 def session_history(*, session_id: str, runs: int | None = None) -> list[dict]:
@@ -74,11 +74,11 @@ def session_history(*, session_id: str, runs: int | None = None) -> list[dict]:
     the last `runs` of them only (one index range read, however long the session has grown)."""
     completed = Run.objects.filter(session_id=session_id, status=RunStatus.COMPLETED)
     if runs is None:
-        turns = list(completed.order_by("completed_at", "run_id").values_list("run_messages", flat=True))
+        each = list(completed.order_by("completed_at", "run_id").values_list("run_messages", flat=True))
     else:
-        turns = list(completed.order_by("-completed_at", "-run_id").values_list("run_messages", flat=True)[:runs])
-        turns.reverse()
-    return [message for turn in turns for message in turn]
+        each = list(completed.order_by("-completed_at", "-run_id").values_list("run_messages", flat=True)[:runs])
+        each.reverse()
+    return [message for messages in each for message in messages]
 
 
 def is_uuid(value: str) -> bool:

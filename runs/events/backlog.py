@@ -23,7 +23,7 @@ class Backlog(asyncio.Queue):
     holds only `FELL_BEHIND` and takes nothing more: the stream then ends with an `error` frame that tells the
     client to resume from the last index it has. So an idle client costs at most the bound, not its run's every
     event for as long as its connection lives. A stream that reads drains its backlog whenever the event loop
-    turns, and the hub delivers no more than its connection's read buffer in one turn; one message larger than
+    runs it, and the hub delivers no more than its connection's read buffer at a time; one message larger than
     the bound is taken when nothing waits."""
 
     def __init__(self) -> None:

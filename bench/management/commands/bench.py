@@ -58,7 +58,7 @@ class Command(BaseCommand):
         parser.add_argument("--replica-url", help="a second web replica of the same deployment (scenario stream)")
         parser.add_argument("--events", type=int, default=1000, help="events the stream scenario publishes")
         parser.add_argument("--tickets", type=int, default=100_000, help="tickets in the table (scenario ops)")
-        parser.add_argument("--turns", type=int, default=1000, help="turns of the one session (scenario growth)")
+        parser.add_argument("--growth-runs", type=int, default=1000, help="runs of the one session (scenario growth)")
         parser.add_argument(
             "--growth-agent", default="windowed-agent", help="the agent of scenario growth (AGENTOS_BENCH_AGENTS)"
         )
@@ -87,7 +87,7 @@ class Command(BaseCommand):
         self.replica = Client(options["replica_url"] or url)
         self.events = options["events"]
         self.tickets = options["tickets"]
-        self.turns = options["turns"]
+        self.growth_runs = options["growth_runs"]
         self.growth_agent = options["growth_agent"]
         self.floor = not options["no_floor"]
         self.model_port = options["model_port"]
@@ -221,12 +221,13 @@ class Command(BaseCommand):
         ]
 
     def bench_growth(self, repeats, **_):
-        """One session of --turns turns with 2 KB messages on `windowed-agent` (a history window of 20 runs): the
-        median run time (started_at to completed_at) and hand-off gap of turns 1-50 and of the last 50."""
+        """One session of --growth-runs runs with 2 KB messages on `windowed-agent` (a history window of 20 runs): the
+        median run time (started_at to completed_at) and hand-off gap of runs 1-50 and of the last 50."""
         figures: dict[str, list[float]] = {}
         for _ in range(repeats):
             operations.vacuum_hot_tables()
-            for name, value in growth.session_growth(self.client, turns=self.turns, agent=self.growth_agent).items():
+            grown = growth.session_growth(self.client, runs=self.growth_runs, agent=self.growth_agent)
+            for name, value in grown.items():
                 figures.setdefault(name, []).append(value)
         return [Figure(name, "ratio" if "/" in name else "ms", values) for name, values in figures.items()]
 
