@@ -3,7 +3,7 @@ a few long-lived threads.
 
 Django runs each request's synchronous part on a thread of that request's own, kept until the response ends: with
 streams open for minutes, a thread per open stream. Here each request gets the least loaded of
-`AGENTOS_WEB_THREADS` single-thread executors instead, so its synchronous steps still run on one thread, a slow
+`AGENTOS_WEB_THREADS` request threads instead, so its synchronous steps still run on one thread, a slow
 request holds up none that another thread could serve, and a stream whose view has returned holds no thread.
 A few threads serve best: the synchronous part is mostly Python, which one thread at a time runs, and database
 round trips, which the others overlap (docs/benchmarks.md has the figures behind the default of 4).
@@ -24,8 +24,8 @@ from .core.conf import current
 from .core.streaming import Ending, LastPart, PartsResponse
 
 
-class CountingExecutor(ThreadPoolExecutor):
-    """One thread, and how many calls it has queued or running."""
+class RequestThread(ThreadPoolExecutor):
+    """One thread (a `concurrent.futures` executor of one), and how many calls it has queued or running."""
 
     def __init__(self, name: str):
         super().__init__(max_workers=1, thread_name_prefix=name)
@@ -49,18 +49,18 @@ class SharedThreads:
         self.app = app
         if threads is None:
             threads = current().server.web_threads
-        self._executors = [CountingExecutor(f"agentos-sync-{n}") for n in range(threads)]
+        self._threads = [RequestThread(f"agentos-sync-{n}") for n in range(threads)]
 
     @property
     def size(self) -> int:
         """How many request threads there are (one database connection each, warmed at start)."""
-        return len(self._executors)
+        return len(self._threads)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        executor = min(self._executors, key=lambda candidate: candidate.load)
-        async with ThreadSensitiveContext(executor=executor):
+        thread = min(self._threads, key=lambda candidate: candidate.load)
+        async with ThreadSensitiveContext(executor=thread):
             await self.app(scope, receive, send)
 
 

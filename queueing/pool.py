@@ -1,4 +1,4 @@
-"""The worker's threads pool: Celery's, on an `ElasticExecutor` (`agentos_project.core.elastic`).
+"""The worker's threads pool: Celery's, on an `ElasticThreads` (`agentos_project.core.elastic`).
 
 A worker holds a thread per run in flight (AGENTOS_MAX_CONCURRENCY, thousands when runs wait on their models).
 Celery's pool (`ThreadPoolExecutor`) keeps every thread it ever made, and with it the thread's memory; here a
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from celery.concurrency.thread import TaskPool as CeleryThreadsPool
 
-from agentos_project.core.elastic import ElasticExecutor
+from agentos_project.core.elastic import ElasticThreads
 
 
 class TaskPool(CeleryThreadsPool):
-    """Celery's threads pool (`--pool threads`) on an `ElasticExecutor`."""
+    """Celery's threads pool (`--pool threads`) on an `ElasticThreads`."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.executor = ElasticExecutor(self.limit)
+        self.executor = ElasticThreads(self.limit)

@@ -1,4 +1,4 @@
-"""A thread pool whose threads are made as work arrives and end once idle a while.
+"""Threads made as work arrives that end once idle a while: a `concurrent.futures` executor (`ElasticThreads`).
 
 A thread once started costs memory for as long as it lives: its stack pages, its Python frame stack, glibc's cache
 of freed blocks (about 7 of each size), which grows with every piece of work the thread runs. A
@@ -16,11 +16,11 @@ from concurrent.futures import Future
 IDLE_SECONDS = 5.0
 
 
-class ElasticExecutor:
+class ElasticThreads:
     """A `concurrent.futures` executor of at most `max_workers` threads, each made when work finds no idle one and
     ended once it has waited `idle_seconds` for work. Work runs in the order it was submitted."""
 
-    def __init__(self, max_workers: int, *, idle_seconds: float = IDLE_SECONDS, name: str = "agentos-pool"):
+    def __init__(self, max_workers: int, *, idle_seconds: float = IDLE_SECONDS, name: str = "agentos-thread"):
         if max_workers <= 0:
             raise ValueError("max_workers must be greater than 0")
         self.max_workers, self.idle_seconds, self.name = max_workers, idle_seconds, name

@@ -22,7 +22,7 @@ from django.db import close_old_connections, connection, transaction
 
 from agentos_project.core import stopping
 from agentos_project.core.conf import current
-from agentos_project.core.elastic import ElasticExecutor
+from agentos_project.core.elastic import ElasticThreads
 from agentos_project.core.exceptions import first_line
 from agents_registry.context import RunResult
 from queueing.shutdown import INTERRUPTED
@@ -47,10 +47,10 @@ UNCAPPED_THREADS = 256
 
 
 class InProcessRunner:
-    """A bounded pool of threads that run `execute(run_id=...)` for runs accepted by this process, made as runs
-    arrive and ended once idle (`ElasticExecutor`).
+    """A bounded set of threads that run `execute(run_id=...)` for runs accepted by this process, made as runs
+    arrive and ended once idle (`ElasticThreads`).
 
-    `size()` is the pool's size (None: UNCAPPED_THREADS), read when the process first uses it.
+    `size()` is how many at most (None: UNCAPPED_THREADS), read when the process first uses them.
     """
 
     def __init__(self, execute: Callable[..., None], size: Callable[[], int | None], name: str = "agentos-run") -> None:
@@ -58,30 +58,30 @@ class InProcessRunner:
         self._size = size
         self._name = name
         self._lock = threading.Lock()
-        self._pool: ElasticExecutor | None = None
+        self._threads: ElasticThreads | None = None
         self._pid: int | None = None
         self.live: set[str] = set()
 
-    def _executor(self) -> ElasticExecutor:
+    def _threads_here(self) -> ElasticThreads:
         with self._lock:
             if self._pid != os.getpid():
-                self._pool = ElasticExecutor(self._size() or UNCAPPED_THREADS, name=self._name)
+                self._threads = ElasticThreads(self._size() or UNCAPPED_THREADS, name=self._name)
                 self._pid, self.live = os.getpid(), set()
                 _Stop.runners.add(self)
                 _Stop.at_exit()
-            return self._pool
+            return self._threads
 
     def submit(self, run_id) -> None:
-        """Run `run_id` on this process's bounded pool once the current transaction commits."""
+        """Run `run_id` on this process's threads once the current transaction commits."""
         transaction.on_commit(lambda: self.start(run_id))
 
     def start(self, run_id) -> Future:
-        """Run `run_id` on the pool now; the future is done when the run has ended. Its id is in `live` until
+        """Run `run_id` on the threads now; the future is done when the run has ended. Its id is in `live` until
         then (waiting for a slot, or executing)."""
-        pool = self._executor()
+        threads = self._threads_here()
         with self._lock:
             self.live.add(str(run_id))
-        future = pool.submit(self._execute, run_id)
+        future = threads.submit(self._execute, run_id)
         future.add_done_callback(lambda _: self._ended(str(run_id)))
         return future
 
@@ -113,7 +113,7 @@ def _create_run(submission: Submission, *, queued: bool) -> Run:
 
 def run_submit_in_process(*, submission: Submission) -> Accepted:
     """AGENTOS_QUEUE_DURABLE=false: the run row commits, then the run waits for a slot of this process's bounded
-    pool (runs.services.unqueued). Not durable, not ordered, no ticket."""
+    threads (runs.services.unqueued). Not durable, not ordered, no ticket."""
     with transaction.atomic():
         run = _create_run(submission, queued=False)
         runner.submit(run.run_id)

@@ -6,7 +6,7 @@ import pytest
 from django.test import override_settings
 
 from agentos_project.core.conf import current
-from agentos_project.core.elastic import ElasticExecutor
+from agentos_project.core.elastic import ElasticThreads
 from queueing.models import Ticket
 from runs.models import Run
 from runs.services.unqueued import InProcessRunner
@@ -38,7 +38,7 @@ def test_runs_execute_in_process_one_slot_at_a_time_beyond_the_cap(api):
 def test_the_in_process_runner_holds_at_most_its_size_of_threads_and_ends_them_once_idle():
     release, running = threading.Event(), []
     runner = InProcessRunner(execute=lambda run_id: (running.append(run_id), release.wait(5)), size=lambda: 2)
-    executor = runner._executor()
+    executor = runner._threads_here()
     executor.idle_seconds = 0.2
 
     futures = [runner.start(n) for n in range(3)]
@@ -47,5 +47,5 @@ def test_the_in_process_runner_holds_at_most_its_size_of_threads_and_ends_them_o
     for future in futures:
         future.result(timeout=5)
 
-    assert (type(executor), executor.max_workers, sorted(running)) == (ElasticExecutor, 2, [0, 1, 2])
+    assert (type(executor), executor.max_workers, sorted(running)) == (ElasticThreads, 2, [0, 1, 2])
     wait_until(lambda: not executor._threads, timeout=5, what="the idle threads to end")

@@ -6,13 +6,13 @@ from concurrent.futures import CancelledError
 
 import pytest
 
-from agentos_project.core.elastic import ElasticExecutor
+from agentos_project.core.elastic import ElasticThreads
 
 from ...conftest import wait_until
 
 
 def test_work_runs_and_its_result_or_error_reaches_its_future():
-    executor = ElasticExecutor(2)
+    executor = ElasticThreads(2)
 
     done, failed = executor.submit(lambda a, b=0: a + b, 2, b=3), executor.submit(lambda: 1 / 0)
 
@@ -23,7 +23,7 @@ def test_work_runs_and_its_result_or_error_reaches_its_future():
 
 
 def test_threads_are_made_as_work_arrives_up_to_the_limit_and_the_rest_waits():
-    executor = ElasticExecutor(3)
+    executor = ElasticThreads(3)
     release, started = threading.Event(), []
 
     def hold(n):
@@ -43,7 +43,7 @@ def test_threads_are_made_as_work_arrives_up_to_the_limit_and_the_rest_waits():
 
 
 def test_work_waiting_for_a_thread_runs_in_the_order_it_was_submitted():
-    executor = ElasticExecutor(1)
+    executor = ElasticThreads(1)
     release, order = threading.Event(), []
     executor.submit(release.wait, 5)
     futures = [executor.submit(order.append, n) for n in range(20)]
@@ -57,7 +57,7 @@ def test_work_waiting_for_a_thread_runs_in_the_order_it_was_submitted():
 
 
 def test_an_idle_thread_takes_the_next_work_instead_of_a_new_one():
-    executor = ElasticExecutor(10)
+    executor = ElasticThreads(10)
     names = [executor.submit(lambda: threading.current_thread().name).result(timeout=5) for _ in range(20)]
 
     assert len(set(names)) == 1
@@ -66,7 +66,7 @@ def test_an_idle_thread_takes_the_next_work_instead_of_a_new_one():
 
 
 def test_a_thread_idle_for_idle_seconds_ends_and_the_next_work_makes_another():
-    executor = ElasticExecutor(50, idle_seconds=0.2, name="idle-test")
+    executor = ElasticThreads(50, idle_seconds=0.2, name="idle-test")
     release = threading.Event()
     futures = [executor.submit(release.wait, 5) for _ in range(50)]
     wait_until(lambda: len(executor._threads) == 50, timeout=5, what="fifty threads")
@@ -83,7 +83,7 @@ def test_a_thread_idle_for_idle_seconds_ends_and_the_next_work_makes_another():
 def test_no_work_is_lost_to_a_thread_ending_as_it_arrives():
     """Work submitted around the moment idle threads give up is still run: a thread leaves only with nothing queued
     (decided under the lock submit takes), and submit makes a thread whenever the idle ones cannot take it all."""
-    executor = ElasticExecutor(4, idle_seconds=0.01)
+    executor = ElasticThreads(4, idle_seconds=0.01)
     futures = []
     for n in range(300):
         futures.append(executor.submit(lambda n=n: n))
@@ -94,7 +94,7 @@ def test_no_work_is_lost_to_a_thread_ending_as_it_arrives():
 
 
 def test_shutdown_cancels_the_queued_work_when_asked_and_waits_for_the_running():
-    executor = ElasticExecutor(1)
+    executor = ElasticThreads(1)
     release = threading.Event()
     running = executor.submit(lambda: release.wait(5) and "finished")
     queued = executor.submit(lambda: "never")
@@ -110,7 +110,7 @@ def test_shutdown_cancels_the_queued_work_when_asked_and_waits_for_the_running()
 
 
 def test_shutdown_without_cancelling_runs_what_was_queued():
-    executor = ElasticExecutor(1)
+    executor = ElasticThreads(1)
     futures = [executor.submit(time.sleep, 0.05) for _ in range(3)]
 
     executor.shutdown()
@@ -119,7 +119,7 @@ def test_shutdown_without_cancelling_runs_what_was_queued():
 
 
 def test_a_thread_the_system_refuses_leaves_the_work_to_the_threads_there_are(monkeypatch):
-    executor = ElasticExecutor(2)
+    executor = ElasticThreads(2)
     release = threading.Event()
     first = executor.submit(release.wait, 5)
     wait_until(lambda: len(executor._threads) == 1, timeout=5, what="the first thread")
@@ -134,7 +134,7 @@ def test_a_thread_the_system_refuses_leaves_the_work_to_the_threads_there_are(mo
 
 
 def test_with_no_thread_at_all_the_refusal_reaches_the_caller_and_nothing_stays_queued(monkeypatch):
-    executor = ElasticExecutor(2)
+    executor = ElasticThreads(2)
     monkeypatch.setattr(threading.Thread, "start", lambda self: (_ for _ in ()).throw(RuntimeError("can't start")))
 
     with pytest.raises(RuntimeError, match="can't start"):
