@@ -1,4 +1,4 @@
-"""The worker's threads pool: Celery's, on an `ElasticThreads` (`agentos_project.core.elastic`).
+"""Celery's threads pool of a worker, on `ElasticThreads` (`agentos_project.core.elastic`).
 
 A worker holds a thread per run in flight (AGENTOS_MAX_CONCURRENCY, thousands when runs wait on their models).
 Celery's pool (`ThreadPoolExecutor`) keeps every thread it ever made, and with it the thread's memory; here a
@@ -12,7 +12,7 @@ from celery.concurrency.thread import TaskPool as CeleryThreadsPool
 from agentos_project.core.elastic import ElasticThreads
 
 
-class TaskPool(CeleryThreadsPool):
+class ElasticTaskPool(CeleryThreadsPool):
     """Celery's threads pool (`--pool threads`) on an `ElasticThreads`."""
 
     def __init__(self, *args, **kwargs) -> None:

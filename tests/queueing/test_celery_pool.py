@@ -1,11 +1,11 @@
-"""The worker's threads pool: Celery's, on the elastic executor."""
+"""The worker's threads pool: Celery's, on ElasticThreads."""
 
 from agentos_project.core.elastic import ElasticThreads
-from queueing.pool import TaskPool
+from queueing.celery_pool import ElasticTaskPool
 
 
 def test_celerys_threads_pool_runs_on_it_with_the_workers_concurrency():
-    pool = TaskPool(limit=7)
+    pool = ElasticTaskPool(limit=7)
 
     assert (type(pool.executor), pool.executor.max_workers) == (ElasticThreads, 7)
     assert pool.apply_async(lambda: None).wait(5) is None
