@@ -39,7 +39,8 @@ class Prepared:
         body = _PLACEHOLDER.sub(number, sql)
         missing = set(self.order) - set(types)
         assert not missing, f"no type for {sorted(missing)} in {name}"
-        self.prepare = f"PREPARE {name} ({', '.join(types[key] for key in self.order)}) AS {body}"
+        declared = f" ({', '.join(types[key] for key in self.order)})" if self.order else ""  # none: no parentheses
+        self.prepare = f"PREPARE {name}{declared} AS {body}"
         self.execute_sql = (
             f"EXECUTE {name} ({', '.join(['%s'] * len(self.order))})" if self.order else f"EXECUTE {name}"
         )

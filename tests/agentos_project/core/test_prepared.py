@@ -61,6 +61,14 @@ def test_two_statements_given_one_name_are_kept_apart():
     assert ECHO.name.startswith("agentos_test_echo_") and ten.name != hundred.name
 
 
+def test_a_statement_without_parameters_is_prepared_and_executed_too():
+    fresh_connection()
+    constant = Prepared("agentos_test_constant", "SELECT 6 * 7", {})
+
+    assert (run(constant.call({})), run(constant.call({"unused": 1}))) == ([42], [42])
+    assert prepared_names() == [constant.name]
+
+
 def test_executes_joined_in_one_message_answer_with_the_last():
     fresh_connection()
     other = Prepared("agentos_test_other", "SELECT %(n)s * 10", {"n": "int"})
