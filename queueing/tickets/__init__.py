@@ -49,7 +49,7 @@ from ..seam import get_executor
 from ._sql import _PROMOTE, _SESSION_LOCK, TABLE, promote_next_head, session_lock
 from .accept import ticket_accept
 from .claim import _claim_statement, ticket_claim, ticket_heartbeat, ticket_note_dispatch, ticket_owned
-from .depth import _DEPTH_LOCK, _SHARED_DEPTH_LOCK, DEPTH_LOCK, EXACT, FAST
+from .depth import _DEPTH_LOCK, _SHARED_DEPTH_LOCK, EXACT, FAST
 from .fair import ticket_release_all_held, ticket_release_held
 from .finish import (
     _FINISH,
@@ -74,7 +74,6 @@ from .sweep import (
 )
 
 __all__ = [
-    "DEPTH_LOCK",
     "EXACT",
     "FAST",
     "SWEEP_ERROR",

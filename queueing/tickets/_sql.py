@@ -5,6 +5,7 @@ and the promotion of a session's next head.
 from __future__ import annotations
 
 import datetime
+import enum
 import json
 from collections.abc import Iterable
 
@@ -21,9 +22,25 @@ from ..seam import FENCE, SETTLING, Settlement, get_executor
 TABLE = Ticket._meta.db_table
 _LIVE_SQL = "('queued', 'running', 'paused')"
 
-_SESSION_LOCK = Prepared(
-    "agentos_session_lock", "SELECT pg_advisory_xact_lock(hashtextextended(%(session_id)s, 7))", {"session_id": "text"}
-)
+
+class AdvisoryLock(enum.StrEnum):
+    """Every advisory lock the queue takes, as the SQL expression that takes it until the transaction ends.
+
+    A lock excludes only what takes the same key, and a rolling upgrade runs two builds against one database: a
+    key is never renumbered, and a retired one never reused. PostgreSQL keeps single bigint keys (the sessions')
+    apart from pairs of int keys (a space, then a key), so the two never meet.
+    """
+
+    # A session's changes of its head (accept, finish, sweep, cancel, requeue): a bigint key per session id.
+    SESSION = "pg_advisory_xact_lock(hashtextextended(%(session_id)s, 7))"
+    # The depth gate (`depth`): space 7, key 1, taken exclusively by an exact accept, shared by fast ones.
+    DEPTH = "pg_advisory_xact_lock(7, 1)"
+    DEPTH_SHARED = "pg_advisory_xact_lock_shared(7, 1)"
+    # A user's claims under fair share's cap (`fair`): space 8, a key per user id; `user_id` is a column there.
+    USER = "pg_advisory_xact_lock(8, hashtext(user_id))"
+
+
+_SESSION_LOCK = Prepared("agentos_session_lock", f"SELECT {AdvisoryLock.SESSION}", {"session_id": "text"})
 
 
 def session_lock(session_id: str) -> None:

@@ -9,10 +9,9 @@ from django.db import connection
 
 from agentos_project.core.postgres.prepared import Prepared
 
-from ._sql import TABLE
+from ._sql import TABLE, AdvisoryLock
 
 FAST, EXACT = "fast", "exact"
-DEPTH_LOCK = (7, 1)  # the two-int advisory key space, apart from the sessions' single bigint keys
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,11 +25,8 @@ class DepthGate:
     params: dict = dataclasses.field(default_factory=dict)
 
 
-_DEPTH_TYPES = {"depth_key1": "int", "depth_key2": "int"}
-_SHARED_DEPTH_LOCK = Prepared(
-    "agentos_depth_shared", "SELECT pg_advisory_xact_lock_shared(%(depth_key1)s, %(depth_key2)s)", _DEPTH_TYPES
-)
-_DEPTH_LOCK = Prepared("agentos_depth", "SELECT pg_advisory_xact_lock(%(depth_key1)s, %(depth_key2)s)", _DEPTH_TYPES)
+_SHARED_DEPTH_LOCK = Prepared("agentos_depth_shared", f"SELECT {AdvisoryLock.DEPTH_SHARED}", {})
+_DEPTH_LOCK = Prepared("agentos_depth", f"SELECT {AdvisoryLock.DEPTH}", {})
 
 
 def depth_gate(max_depth: int, mode: str) -> DepthGate:
@@ -57,7 +53,7 @@ def depth_gate(max_depth: int, mode: str) -> DepthGate:
         f"(SELECT count(*) FROM (SELECT 1 FROM {TABLE} WHERE status = 'queued' LIMIT %(depth_limit)s) AS q)"
         " < %(depth_limit)s"
     )
-    params = {"depth_key1": DEPTH_LOCK[0], "depth_key2": DEPTH_LOCK[1], "depth_limit": limit}
+    params = {"depth_limit": limit}
     return DepthGate(mode, lock, condition, params)
 
 

@@ -27,7 +27,7 @@ from agentos_project.core.conf import current
 from agentos_project.core.postgres.prepared import Prepared
 
 from .. import router
-from ._sql import TABLE
+from ._sql import TABLE, AdvisoryLock
 
 _NO_LIMIT = "2147483647"
 # What `room` reads besides the user: the policy's two numbers, and how far a count need go.
@@ -169,11 +169,9 @@ def ticket_release_all_held() -> list[str]:
     return _published(*_RELEASE_ALL.call(policy()))
 
 
-USER_LOCK_SPACE = 8  # the user locks' two-int advisory key space, apart from the depth gate's (7, 1)
 # Taken before a claim when the cap is on: the claims of one user are counted one after the other.
 USER_LOCK = Prepared(
     "agentos_user_lock",
-    f"SELECT pg_advisory_xact_lock({USER_LOCK_SPACE}, hashtext(user_id)) FROM {TABLE} "
-    "WHERE id = %(ticket_id)s AND user_id IS NOT NULL",
+    f"SELECT {AdvisoryLock.USER} FROM {TABLE} WHERE id = %(ticket_id)s AND user_id IS NOT NULL",
     {"ticket_id": "uuid"},
 )

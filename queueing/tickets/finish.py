@@ -16,7 +16,7 @@ from ..models import TERMINAL, TicketStatus
 from ..seam import CLAIMED, FENCE, SETTLING, Claim, Outcome, Settlement, SettleStatements, get_executor
 from ..transition_log import changed
 from . import fair
-from ._sql import _PROMOTE, TABLE, _seconds, _update_returning, mirror
+from ._sql import _PROMOTE, TABLE, AdvisoryLock, _seconds, _update_returning, mirror
 from .claim import _CLAIM_TYPES, _CLAIMED_COLUMNS, _claim_ctes, _claim_from_row, ticket_owned
 
 
@@ -92,7 +92,7 @@ _RELEASED = "nullif(current_setting('agentos.released', true), '')::uuid"
 # The session lock, and the marks cleared: a caller's transaction may hold them from an earlier finish.
 _SETTLE_BEGIN = Prepared(
     "agentos_settle_begin",
-    "SELECT pg_advisory_xact_lock(hashtextextended(%(session_id)s, 7)), "
+    f"SELECT {AdvisoryLock.SESSION}, "
     f"set_config('{SETTLING}', '', true), "
     "set_config('agentos.promoted', '', true), "
     "set_config('agentos.released', '', true)",
