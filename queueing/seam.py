@@ -20,8 +20,6 @@ from typing import Protocol
 GATE = "gate"
 # The CTE the caller's rows must define: one row when they wrote (the ticket is inserted only then).
 ADMITTED = "admitted"
-# The accept's parameters the caller's rows may read besides their own: the new ticket's columns.
-TICKET_PARAMETERS = ("ticket_id", "component_type", "component_id", "session_id", "user_id")
 # The claim's CTE `start_sql` reads: `(id, attempt)` of the ticket just claimed, no row when none was.
 CLAIMED = "claimed"
 # The setting that marks the transaction settling a ticket, set only if its guarded change matched: `FENCE` is true
@@ -73,9 +71,10 @@ class NewTicket:
 @dataclasses.dataclass(frozen=True)
 class Rows:
     """What the caller writes in the accept's statement, next to the ticket: data-modifying CTEs (SQL, with
-    named parameters of the PostgreSQL types `types`) that write only when `GATE.open` and leave one row in
-    `ADMITTED` when they wrote; and a list of SQL expressions answered with the outcome (`Admitted.answers`).
-    `name` tells the prepared statement apart: one name, one SQL."""
+    named parameters of the PostgreSQL types `types`, besides which they may read the new ticket's own:
+    `ticket_id`, `component_type`, `component_id`, `session_id`, `user_id`) that write only when `GATE.open` and
+    leave one row in `ADMITTED` when they wrote; and a list of SQL expressions answered with the outcome
+    (`Admitted.answers`). `name` tells the prepared statement apart: one name, one SQL."""
 
     name: str
     ctes: str
