@@ -48,16 +48,6 @@ def draining() -> bool:
 
 
 @contextlib.contextmanager
-def draining_meanwhile() -> Iterator[None]:
-    """Be a draining worker (`draining()` true) inside the block, without the drain's timer; not after it."""
-    _State.draining.set()
-    try:
-        yield
-    finally:
-        _State.draining.clear()
-
-
-@contextlib.contextmanager
 def woken_at_interrupt(event: threading.Event) -> Iterator[threading.Event]:
     """Inside the block, the interrupt (the drain window closing) sets `event`: an attempt sleeping on it stops at
     once rather than at its next look at `interrupted()`."""

@@ -28,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
 from agentos_project.core.conf import current
-from agentos_project.core.postgres.base import close_pools
+from agentos_project.core.postgres import base as postgres
 from agentos_project.httpserver import HTTP_PROTOCOL
 
 from .fake_openai import FakeOpenAI
@@ -195,6 +195,24 @@ def django_db_setup(django_db_setup):
     """pytest-django's test databases; pooling stops before they are dropped (an idle connection would block it)."""
     yield
     close_pools()
+
+
+def close_pools() -> None:
+    """Stop pooling in this process and close every idle connection of its pools."""
+    with postgres._pools_lock:
+        pools = list(postgres._pools.values())
+        for pool in pools:
+            pool.limit = 0
+    for pool in pools:
+        pool.clear()
+
+
+def clear_pools() -> None:
+    """Close the idle connections of this process's pools (pooling goes on): the next query opens a new one."""
+    with postgres._pools_lock:
+        pools = list(postgres._pools.values())
+    for pool in pools:
+        pool.clear()
 
 
 @pytest.fixture

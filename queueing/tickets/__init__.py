@@ -43,23 +43,12 @@ asked), `sweep` (stale tickets, deadlines, prune), `operator` (cancel, continue,
 and round robin: held tickets and letting them in), and `_sql`, the SQL they share.
 """
 
-from agentos_project.core.postgres.prepared import Prepared
-
-from ..seam import get_executor
-from ._sql import _PROMOTE, _SESSION_LOCK, TABLE, promote_next_head, session_lock
+from ._sql import TABLE, promote_next_head, session_lock
 from .accept import ticket_accept
-from .claim import _claim_statement, ticket_claim, ticket_heartbeat, ticket_note_dispatch, ticket_owned
-from .depth import _DEPTH_LOCK, _SHARED_DEPTH_LOCK, EXACT, FAST
+from .claim import ticket_claim, ticket_heartbeat, ticket_note_dispatch, ticket_owned
+from .depth import EXACT, FAST
 from .fair import ticket_release_all_held, ticket_release_held
-from .finish import (
-    _FINISH,
-    _SETTLE_BEGIN,
-    Finished,
-    _settled_statement,
-    ticket_cancel_asked,
-    ticket_finish,
-    ticket_retry,
-)
+from .finish import Finished, ticket_cancel_asked, ticket_finish, ticket_retry
 from .operator import RequeueResult, ticket_cancel, ticket_continue, ticket_requeue
 from .sweep import (
     SWEEP_ERROR,
@@ -83,7 +72,6 @@ __all__ = [
     "expired_text",
     "promote_next_head",
     "session_lock",
-    "statements",
     "ticket_accept",
     "ticket_cancel",
     "ticket_cancel_asked",
@@ -105,25 +93,3 @@ __all__ = [
     "ticket_retry",
     "ticket_sweep_lost",
 ]
-
-
-def statements() -> dict[str, Prepared]:
-    """The prepared statements of the ticket changes, as the registered executor has them sent, by what they do:
-    `session_lock`, `depth_shared` and `depth` (the depth gate's locks), `claim` (and `claim_fair`, with the cap and
-    the round robin), `finish` (the guarded change),
-    `settle_begin`, `promote`, `settled` and `settled_handing_off` (the last statement of a one-message finish).
-    The accepts' are not listed (one per caller's rows). For reading their plans (`tests/queueing/test_plans.py`).
-    """
-    start_sql = get_executor().start_sql
-    return {
-        "session_lock": _SESSION_LOCK,
-        "depth_shared": _SHARED_DEPTH_LOCK,
-        "depth": _DEPTH_LOCK,
-        "claim": _claim_statement(start_sql),
-        "claim_fair": _claim_statement(start_sql, True, True),
-        "finish": _FINISH,
-        "settle_begin": _SETTLE_BEGIN,
-        "promote": _PROMOTE,
-        "settled": _settled_statement(start_sql, False),
-        "settled_handing_off": _settled_statement(start_sql, True),
-    }

@@ -7,6 +7,7 @@ knows only as tickets, and these tests prove it claims, finishes, retries, sweep
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import datetime
 import itertools
@@ -20,6 +21,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import F
 
 from agentos_project.core.postgres.prepared import Prepared
+from queueing import shutdown
 from queueing.models import Ticket
 from queueing.seam import (
     CLAIMED,
@@ -49,6 +51,16 @@ SETTLED = Prepared(
 REFUSED = Prepared(
     "agentos_test_fake_refused", f"SELECT %(value)s::int WHERE {FENCE}", {"value": "text", "fence": "text"}
 )
+
+
+@contextlib.contextmanager
+def draining_meanwhile() -> Iterator[None]:
+    """Be a draining worker (`shutdown.draining()` true) inside the block, without the drain's timer; not after it."""
+    shutdown._State.draining.set()
+    try:
+        yield
+    finally:
+        shutdown._State.draining.clear()
 
 
 @pytest.fixture(scope="session", autouse=True)

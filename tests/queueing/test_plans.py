@@ -14,13 +14,19 @@ from django.db import connection, transaction
 from django.db.models.functions import Now
 from django.test.utils import CaptureQueriesContext
 
+from agentos_project.core.postgres.prepared import Prepared, registered
 from queueing import selectors, tickets
 from queueing.models import Ticket, TicketStatus
 from queueing.seam import Claim, Outcome
 
+from ..conftest import with_conf
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CLAIMABLE = 3000
+# The statements the changes below send, by their names less the digest of their SQL.
+CLAIM, CLAIM_FAIR, FINISH = "agentos_claim_started", "agentos_claim_started_fair", "agentos_finish"
+HAND_OFF = "agentos_settled_handing_off_started"
 FEW_PAGES = 40  # a lookup by the key reads a handful; a scan of 3,000 tickets' entries read 67 or more
 
 
@@ -95,10 +101,14 @@ def _buffers(plan: str) -> int:
 def test_a_claim_reads_a_few_pages_however_many_tickets_are_claimable():
     ids = _claimable_tickets(CLAIMABLE)
     values = {"ticket_id": ids[-1], "worker_id": "w1", "grace": 60.0, "fence": "f"}
-    statements = tickets.statements()
+    with with_conf("queue", max_running_per_user=0, round_robin_window=0):  # the claim without fair share
+        claiming = _statement_of(
+            lambda: tickets.ticket_claim(ticket_id=ids[-1], worker_id="w1", grace_seconds=60), CLAIM
+        )
+    handing_off = _statement_of(lambda: _finish(ids[0], hand_off=True), HAND_OFF)
 
-    claim = _pages_read(statements["claim"], values)
-    hand_off = _pages_read(statements["settled_handing_off"], {**values, "grace": None}, promoted=ids[-1])
+    claim = _pages_read(claiming, values)
+    hand_off = _pages_read(handing_off, {**values, "grace": None}, promoted=ids[-1])
 
     assert claim < FEW_PAGES, f"the claim read {claim} pages"
     assert hand_off < FEW_PAGES, f"the hand-off claim read {hand_off} pages"
@@ -117,7 +127,10 @@ def test_fair_share_reads_a_few_pages_however_many_tickets_its_user_and_others_h
     _tickets(10, status="queued", is_head=True, user_id="others")  # no room: what is read, not what is written
     values = {"ticket_id": mine[0], "worker_id": "w1", "grace": 60.0, "cap": 4, "window": 8, "turns": 9}
 
-    claim = _pages_read(tickets.statements()["claim_fair"], values)
+    with with_conf("queue", max_running_per_user=4, round_robin_window=8):
+        claiming = _statement_of(lambda: _claim(mine[0]), CLAIM_FAIR)
+
+    claim = _pages_read(claiming, values)
 
     # Eight lookups by a key (38 pages here) where the plain claim makes three: a scan of one kind's 3,000 adds 67.
     assert claim < FEW_PAGES + 20, f"the fair claim read {claim} pages"
@@ -133,7 +146,9 @@ def test_a_finish_reads_a_few_pages_however_many_tickets_are_live():
     values = {"ticket_id": ids[-1], "worker_id": "w1", "attempt": 1, "status": "completed", "error": None,
               "terminal": True, "fence": "f", "yields": False}  # fmt: skip
 
-    assert _pages_read(tickets.statements()["finish"], values) < FEW_PAGES
+    finishing = _statement_of(lambda: _finish(ids[-1]), FINISH)
+
+    assert _pages_read(finishing, values) < FEW_PAGES
 
 
 def test_a_finish_reads_a_few_pages_however_many_tickets_are_running():
@@ -145,7 +160,9 @@ def test_a_finish_reads_a_few_pages_however_many_tickets_are_running():
     values = {"ticket_id": ids[-1], "worker_id": "w1", "attempt": 1, "status": "completed", "error": None,
               "terminal": True, "fence": "f", "yields": False}  # fmt: skip
 
-    assert _pages_read(tickets.statements()["finish"], values) < FEW_PAGES
+    finishing = _statement_of(lambda: _finish(ids[-1]), FINISH)
+
+    assert _pages_read(finishing, values) < FEW_PAGES
 
 
 class _Undone(Exception):
@@ -184,6 +201,31 @@ def _statements_measured(call) -> tuple[object, list[tuple[int, str]]]:
         finally:
             cursor.execute("ROLLBACK")
     return result, measured
+
+
+def _statement_of(change, name: str) -> Prepared:
+    """The prepared statement `name` (less its digest) that `change()` sends, as the registry of statements made
+    has it (`prepared.registered`): made by the change itself, with the work's SQL in it where the change has it.
+    `change()` runs in a transaction rolled back."""
+    with CaptureQueriesContext(connection) as queries:
+        try:
+            with transaction.atomic():
+                change()
+                raise _Undone
+        except _Undone:
+            pass
+    sent = {found for query in queries.captured_queries for found in re.findall(r"EXECUTE (\w+)", query["sql"])}
+    [full] = [found for found in sent if found.rsplit("_", 1)[0] == name]
+    return registered()[full]
+
+
+def _claim(ticket_id: str) -> None:
+    tickets.ticket_claim(ticket_id=ticket_id, worker_id="w1", grace_seconds=60)
+
+
+def _finish(ticket_id: str, *, hand_off: bool = False) -> None:
+    owner = Claim(ticket_id, attempt=1, max_attempts=1, worker_id="w1", session_id=f"plan-{ticket_id}", payload={})
+    tickets.ticket_finish(claim=owner, outcome=Outcome("completed"), hand_off=hand_off)
 
 
 def _many_pages(*measured: list[tuple[int, str]]) -> list[int]:

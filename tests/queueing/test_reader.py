@@ -18,8 +18,9 @@ from celery.events import EventDispatcher
 from celery.utils.collections import LimitedSet
 
 from agentos_project.celery import app
-from queueing import reader, router, shutdown
+from queueing import reader, router
 from tests.conftest import free_port, wait_until
+from tests.queueing.conftest import draining_meanwhile
 
 QUEUE = "agentos-reader-test"
 HANDOVER = "agentos-reader-test.celery"
@@ -241,7 +242,7 @@ def test_a_pool_shut_down_meanwhile_puts_the_message_back_at_the_front_and_stops
 
 
 def test_a_draining_worker_takes_nothing(redis_db, pool, held, start_reader):
-    with shutdown.draining_meanwhile():
+    with draining_meanwhile():
         start_reader(pool(2))
         push(redis_db, router.task_message("during-drain"))
         threading.Event().wait(1.5)

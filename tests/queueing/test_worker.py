@@ -7,7 +7,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from queueing import router, shutdown
+from queueing import router
 from queueing.models import Ticket
 from queueing.seam import Outcome
 from queueing.settle import settle_attempt
@@ -15,7 +15,7 @@ from queueing.tickets import ticket_finish, ticket_retry
 from queueing.worker import worker_execute
 
 from ..conftest import free_port, terminate_backend
-from .conftest import BROKER_QUEUE, accept, broker_messages, claim, snapshot
+from .conftest import BROKER_QUEUE, accept, broker_messages, claim, draining_meanwhile, snapshot
 
 
 @pytest.mark.django_db(transaction=True)
@@ -115,7 +115,7 @@ def test_the_end_of_a_head_claims_its_successor_in_the_same_transaction_or_publi
 
 @pytest.fixture
 def draining():
-    with shutdown.draining_meanwhile():
+    with draining_meanwhile():
         yield
 
 

@@ -255,12 +255,6 @@ def _forget_inherited_connections() -> None:
 os.register_at_fork(after_in_child=_forget_inherited_connections)
 
 
-def pools() -> list[ConnectionPool]:
-    """This process's pools, one per set of connection parameters (a copy of the list, taken under the lock)."""
-    with _pools_lock:
-        return list(_pools.values())
-
-
 def pool_for(conn_params: dict, *, size: int | None = None, timeout: float = 10.0) -> ConnectionPool:
     key = repr(sorted((k, str(v)) for k, v in conn_params.items()))
     with _pools_lock:
@@ -270,16 +264,6 @@ def pool_for(conn_params: dict, *, size: int | None = None, timeout: float = 10.
 def _pool_of(settings_dict: dict, conn_params: dict) -> ConnectionPool:
     """The pool of the database entry `settings_dict` (its POOL_SIZE and POOL_TIMEOUT)."""
     return pool_for(conn_params, size=settings_dict.get("POOL_SIZE"), timeout=settings_dict.get("POOL_TIMEOUT", 10.0))
-
-
-def close_pools() -> None:
-    """Stop pooling in this process and close every idle connection (before dropping a database)."""
-    with _pools_lock:
-        pools = list(_pools.values())
-        for pool in pools:
-            pool.limit = 0
-    for pool in pools:
-        pool.clear()
 
 
 def warm(count: int, *, hold_seconds: float = 1.0) -> int:

@@ -19,6 +19,7 @@ from django.db import connection
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 _prepared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_made: dict[str, Prepared] = {}
 
 
 class Prepared:
@@ -46,6 +47,7 @@ class Prepared:
         )
         self.occurrences = _PLACEHOLDER.findall(sql)
         self.text = _PLACEHOLDER.sub(lambda match: f"(%s::{types[match.group(1)]})", sql)
+        _made[name] = self
 
     def call(self, params: dict) -> tuple[str, list]:
         """The EXECUTE for `params` (SQL and its values), prepared on this thread's connection first if need be:
@@ -65,6 +67,12 @@ class Prepared:
                     cursor.execute(self.prepare)
             names.add(self.name)
         return self.execute_sql, [params[key] for key in self.order]
+
+
+def registered() -> dict[str, Prepared]:
+    """Every statement this process has made, by name (its digest included): those of the modules loaded, and those
+    made as they were first needed (a claim's, which carries the work's SQL)."""
+    return dict(_made)
 
 
 def enabled() -> bool:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from agentos_project.core.postgres import base
 from agentos_project.core.postgres.prepared import Prepared, together
 
-from ...conftest import terminate_backend
+from ...conftest import clear_pools, terminate_backend
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,8 +27,7 @@ def prepared_names() -> list[str]:
 def fresh_connection() -> None:
     """The next query opens a new server connection: the pool's idle ones are closed (pooling goes on)."""
     connection.close()
-    for pool in base.pools():
-        pool.clear()
+    clear_pools()
 
 
 def run(*calls) -> list:
