@@ -1,7 +1,7 @@
 """The stream scenario: how long an event takes from its publish to an SSE client on another web replica, and
 how long a cancel takes to end a running run.
 
-The publisher is this process, using the module a worker publishes with (`runs.events.eventbus`), so the timestamp in
+The publisher is this process, using the module a worker publishes with (`runs.events.publish`), so the timestamp in
 each event is taken right where a worker would hand it over; the events go to a real run that executes on the
 server's worker (a long stub run, cancelled at the end). Run it with the server's DATABASE_URL and REDIS_URL:
 the channel names derive from them.
@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 
-from runs.events import eventbus
+from runs.events import publish
 
 from .harness import Client, wait_finished
 
@@ -35,7 +35,7 @@ def delivery_delays(publisher: Client, reader: Client, *, events: int = 1000, ra
     run_id, _, _ = publisher.submit(session_id, "hold the stream open sleep=600")
     while publisher.poll(run_id, session_id)["status"] != "RUNNING":
         time.sleep(0.05)
-    first = eventbus.last_index(run_id) + 1_000_000  # far above what the run itself emits meanwhile
+    first = publish.last_index(run_id) + 1_000_000  # far above what the run itself emits meanwhile
     response = reader.http.post(
         f"{reader.url}/agents/stub-agent/runs/{run_id}/resume",
         data={"session_id": session_id, "last_event_index": first - 1},
@@ -59,9 +59,9 @@ def delivery_delays(publisher: Client, reader: Client, *, events: int = 1000, ra
     subscribed.wait(10)
     for n in range(events):
         event = {"event": "RunContent", "event_index": first + n, "content_type": "bench", "sent": time.time()}
-        eventbus.sender.send(run_id, [event])
+        publish.sender.send(run_id, [event])
         time.sleep(1 / rate)
-    eventbus.sender.flush()
+    publish.sender.flush()
     reader_thread.join(30)
     response.close()
     publisher.http.post(f"{publisher.url}/agents/stub-agent/runs/{run_id}/cancel", params={"session_id": session_id})

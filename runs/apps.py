@@ -10,7 +10,7 @@ class RunsConfig(AppConfig):
     def ready(self) -> None:
         from queueing import shutdown  # these import the models: only once the apps are loaded
 
-        from .events.eventbus import sender
+        from .events.publish import sender
         from .services.queue_executor import RunExecutor
 
         register_executor(RunExecutor())

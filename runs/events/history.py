@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from django.db import DatabaseError, connection
 
 from ..selectors import run_stored_events
-from . import eventbus
+from . import publish
 
 log = logging.getLogger("agentos.streams")
 
@@ -43,7 +43,7 @@ async def with_stored(run_id, after: int, buffered: Buffered | None) -> list[byt
     except DatabaseError as error:
         log.warning("run=%s stored events not read: %s", run_id, error)
         return events
-    return [eventbus.encode(event) for event in stored] + events
+    return [publish.encode(event) for event in stored] + events
 
 
 _database = ThreadPoolExecutor(4, "agentos-stream-db")

@@ -21,7 +21,7 @@ import redis.asyncio
 from agentos_project.core import resp
 from agentos_project.core.conf import current
 
-from . import eventbus, pubsub
+from . import publish, pubsub
 from .backlog import Backlog
 from .history import Buffered
 
@@ -41,7 +41,7 @@ class Hub:
         )  # a burst of resumes waits for a connection rather than failing
         self.redis = redis.asyncio.Redis(connection_pool=pool)
         key = uuid.uuid4().hex
-        self.inbox = eventbus.inbox(key)
+        self.inbox = publish.inbox(key)
         self.name = f"agentos-hub-{key}"  # the pub/sub connection's, as CLIENT LIST shows it
         self._url = url
         self._writer: asyncio.StreamWriter | None = None  # the pub/sub connection's, while it is up
@@ -187,7 +187,7 @@ class Hub:
     async def buffered(self, run_id, after: int) -> Buffered | None:
         """The buffered events above `after`, how many the buffer holds and its lowest index; None when there is
         no buffer."""
-        key = eventbus.buffer_key(run_id)
+        key = publish.buffer_key(run_id)
         pipeline = self.redis.pipeline(transaction=False)
         pipeline.zrangebyscore(key, f"({after}", "+inf")
         pipeline.zcard(key)

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 import redis
 
 from ..models import STREAM_ENDED, Run
-from . import eventbus
+from . import publish
 from .history import with_stored
 from .hub import hub
 from .streams import Tail, follow, follow_database, meta_frame
@@ -66,7 +66,7 @@ async def resume_frames(run_id: str, target: Target | None, *, after: int) -> As
 
 async def _resume_live(target: Target, tail: Tail) -> AsyncIterator[str]:
     after = tail.last
-    async with hub().listening(eventbus.channel(target.run_id)) as queue:
+    async with hub().listening(publish.channel(target.run_id)) as queue:
         buffered = await hub().buffered(target.run_id, after)
         total = buffered.total if buffered else 0
         frames = tail.take_all(await with_stored(target.run_id, after, buffered))

@@ -8,7 +8,7 @@ import time
 from agents_registry.events import stream_ending
 
 from ..models import Run, RunEvent
-from . import eventbus
+from . import publish
 
 CONTENT_EVENTS = {"RunContent", "TeamRunContent"}
 
@@ -30,7 +30,7 @@ class EventSink:
         self.held: list[dict] = []
         self._deferred: list[dict] | None = None  # inside `deferred`: published when it ends well
         self._ending = stream_ending(run.component_type)
-        self._keep = eventbus.keep_seconds(stream=run.stream)
+        self._keep = publish.keep_seconds(stream=run.stream)
 
     def emit(self, name: str, fields: dict) -> dict:
         event = {
@@ -49,7 +49,7 @@ class EventSink:
         elif self._deferred is not None:
             self._deferred.append(event)
         else:
-            eventbus.sender.send(self.run.run_id, [event], self.run.stream_inbox, self._keep)
+            publish.sender.send(self.run.run_id, [event], self.run.stream_inbox, self._keep)
         return event
 
     @contextlib.contextmanager
@@ -64,7 +64,7 @@ class EventSink:
             raise
         deferred, self._deferred = self._deferred, None
         if deferred:
-            eventbus.sender.send(self.run.run_id, deferred, self.run.stream_inbox, self._keep)
+            publish.sender.send(self.run.run_id, deferred, self.run.stream_inbox, self._keep)
 
     def unheld_stored(self) -> list[dict]:
         """The kept events that a write may store before the leg ends: all but the held ones, which go with it."""
@@ -89,11 +89,11 @@ class EventSink:
 
     def publish_held_on_commit(self) -> None:
         """Publish the held events once the transaction storing them commits (again if a retry re-stores them)."""
-        eventbus.sender.send_on_commit(self.run.run_id, self.held, self.run.stream_inbox, self._keep)
+        publish.sender.send_on_commit(self.run.run_id, self.held, self.run.stream_inbox, self._keep)
 
     def publish_held(self) -> None:
         """Publish the held events now (their transaction has committed)."""
-        eventbus.sender.send(self.run.run_id, self.held, self.run.stream_inbox, self._keep)
+        publish.sender.send(self.run.run_id, self.held, self.run.stream_inbox, self._keep)
 
 
 def first_event_index(run: Run, *, leg: bool = False) -> int:
@@ -105,5 +105,5 @@ def first_event_index(run: Run, *, leg: bool = False) -> int:
         return run.next_event_index
     stored = RunEvent.objects.filter(run_id=run.run_id).order_by("-event_index").values_list("event_index", flat=True)
     last_stored = stored.first()
-    last = max(eventbus.last_index(run.run_id), -1 if last_stored is None else last_stored)
+    last = max(publish.last_index(run.run_id), -1 if last_stored is None else last_stored)
     return max(run.next_event_index, last + 1)

@@ -1,7 +1,7 @@
 """The live event stream's reading half: SSE that tails a run's events, on any web replica (CONTRACT 10).
 
 A stream first subscribes to its run's channel on the process's hub (`runs.events.hub`) and only then reads the
-run's buffer (`runs.events.eventbus`), so each event reaches it by one way or both; `event_index` drops the second
+run's buffer (`runs.events.publish`), so each event reaches it by one way or both; `event_index` drops the second
 copy, so a stream never repeats or skips an event. A stream waiting on a quiet run holds no thread and no database
 connection: at each keepalive it rereads the buffer (covering a pub/sub gap) and asks PostgreSQL, through a small
 shared pool, whether the run ended without it hearing so; if it did, the stored events finish the stream. Events
@@ -27,7 +27,7 @@ from agents_registry.events import stream_ending
 
 from ..models import STREAM_ENDED
 from ..selectors import run_status, run_stored_events
-from . import eventbus
+from . import publish
 from .backlog import FELL_BEHIND, Backlog
 from .history import in_database
 from .hub import hub
@@ -81,7 +81,7 @@ class Tail:
     def take(self, raw: bytes | str) -> str | None:
         """The SSE frame of an event not sent yet; None for one already sent (or after the end)."""
         data = raw.decode() if isinstance(raw, bytes) else raw
-        name, index = eventbus.head(data)
+        name, index = publish.head(data)
         if self.ended or index <= self.last or (self.ceiling is not None and index >= self.ceiling):
             return None
         self.last = index
@@ -94,7 +94,7 @@ class Tail:
     def skips_to(self, raw: bytes | str) -> bool:
         """Whether the event `raw` comes after one this stream has not had (within a leg, indices have no gaps)."""
         data = raw.decode() if isinstance(raw, bytes) else raw
-        return not self.ended and eventbus.head(data)[1] > self.last + 1
+        return not self.ended and publish.head(data)[1] > self.last + 1
 
 
 async def follow(tail: Tail, queue: Backlog) -> AsyncIterator[str]:
@@ -134,7 +134,7 @@ async def _frames(tail: Tail, raw: bytes | None) -> list[str]:
     what the stream may have missed."""
     if not raw:
         return await _catch_up(tail)
-    events = eventbus.frames_of(raw)
+    events = publish.frames_of(raw)
     frames = await _buffered_frames(tail) if tail.skips_to(events[0]) else []  # one got lost (a pub/sub gap)
     return frames + tail.take_all(events)
 
@@ -154,7 +154,7 @@ async def _catch_up(tail: Tail) -> list[str]:
     except DatabaseError as error:
         log.warning("run=%s stream cannot ask the database: %s", tail.run_id, error)
         return []
-    frames = tail.take_all(eventbus.encode(event) for event in stored)
+    frames = tail.take_all(publish.encode(event) for event in stored)
     tail.ended = True
     return frames
 
@@ -183,7 +183,7 @@ async def run_tail(
                 async for sse in follow(tail, queue):
                     yield sse
             return
-        async with hub().listening(eventbus.channel(run_id)) as queue:
+        async with hub().listening(publish.channel(run_id)) as queue:
             for sse in await (_buffered_frames(tail) if fresh else _catch_up(tail)):
                 yield sse
             async for sse in follow(tail, queue):

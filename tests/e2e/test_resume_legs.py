@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from agentos_project.core.conf import current
-from runs.events import eventbus
+from runs.events import publish
 from tests.conftest import HITL_AGENT, STUB_AGENT, sse_frames, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,12 +33,12 @@ def resume(web, runs: str, run_id: str, session_id: str, after: int) -> list[tup
 
 def drop_buffer(run_id: str) -> None:
     """What an hour without events does to a run's buffer in Redis."""
-    redis.Redis.from_url(current().services.redis_url).delete(eventbus.buffer_key(run_id))
+    redis.Redis.from_url(current().services.redis_url).delete(publish.buffer_key(run_id))
 
 
 def buffered(run_id: str) -> list[dict]:
     return [json.loads(raw) for raw in redis.Redis.from_url(current().services.redis_url).zrange(
-        eventbus.buffer_key(run_id), 0, -1
+        publish.buffer_key(run_id), 0, -1
     )]  # fmt: skip
 
 

@@ -12,7 +12,7 @@ import requests
 from django.db import connection
 
 from agentos_project.core.conf import current
-from runs.events import eventbus
+from runs.events import publish
 from runs.models import Run
 from tests.conftest import sse_frames, wait_until
 
@@ -89,7 +89,7 @@ def test_resume_replays_a_finished_run_from_the_buffer_then_from_the_database(st
     buffered = list(
         sse_frames(web.post(f"{RUNS}/{run_id}/resume", streaming=True, session_id="r-2", last_event_index=2))
     )
-    redis.Redis.from_url(current().services.redis_url).delete(eventbus.buffer_key(run_id))
+    redis.Redis.from_url(current().services.redis_url).delete(publish.buffer_key(run_id))
     stored = list(sse_frames(web.post(f"{RUNS}/{run_id}/resume", streaming=True, session_id="r-2", last_event_index=0)))
 
     assert buffered[0] == (
@@ -116,7 +116,7 @@ def test_resume_of_a_non_stream_run_in_the_database_says_it_has_no_stored_events
         "run_id"
     ]
     wait_until(lambda: web.poll(run_id, "r-3")["status"] == "COMPLETED", timeout=20, what="the run to complete")
-    redis.Redis.from_url(current().services.redis_url).delete(eventbus.buffer_key(run_id))
+    redis.Redis.from_url(current().services.redis_url).delete(publish.buffer_key(run_id))
 
     frames = list(
         sse_frames(web.post(f"{RUNS}/{run_id}/resume", streaming=True, session_id="r-3", last_event_index=-1))
@@ -287,7 +287,7 @@ def test_once_its_hub_listens_a_web_process_streams_submits_through_its_inbox_ex
     assert first[-1][0] == "RunCompleted"
     for run_frames in frames:
         run = Run.objects.get(pk=run_frames[0][1]["run_id"])
-        assert run.stream_inbox is not None and run.stream_inbox.startswith(eventbus.inbox(""))
+        assert run.stream_inbox is not None and run.stream_inbox.startswith(publish.inbox(""))
         assert indices(run_frames) == list(range(final_index(message) + 1))
         assert [name for name, _ in run_frames][-1] == "RunCompleted"
     assert Run.objects.get(session_id="inbox-1").stream_inbox is None, "the first stream started the hub"

@@ -10,7 +10,7 @@ import pytest
 from queueing.models import Ticket
 from queueing.tickets import RequeueResult, ticket_claim, ticket_requeue
 from queueing.worker import execute_claim, worker_execute, worker_identity
-from runs.events import eventbus
+from runs.events import publish
 from runs.models import Run, RunEvent
 from runs.services import cancel_signal
 from tests.conftest import free_port, wait_until, with_conf
@@ -37,8 +37,8 @@ def test_cancel_of_a_run_waiting_behind_its_head_is_immediate(api, redis_db):
     assert Ticket.objects.get(pk=head).is_head and not Ticket.objects.get(pk=last).is_head
     stored = list(RunEvent.objects.filter(run_id=waiting).values_list("event", "event_index"))
     assert stored == [("RunCancelled", 0)]
-    assert eventbus.sender.flush()
-    published = [json.loads(raw) for raw in redis_db.zrange(eventbus.buffer_key(waiting), 0, -1)]
+    assert publish.sender.flush()
+    published = [json.loads(raw) for raw in redis_db.zrange(publish.buffer_key(waiting), 0, -1)]
     assert [(event["event"], event["content"]) for event in published] == [
         ("RunCancelled", "cancelled before execution")
     ]
@@ -172,8 +172,8 @@ def test_a_run_cancelled_while_running_and_then_requeued_really_executes_again(a
     indices = list(RunEvent.objects.filter(run_id=run_id).values_list("event", "event_index"))
     assert [name for name, _ in indices] == ["RunStarted", "RunCancelled", "RunStarted", "RunCompleted"]
     assert [index for _, index in indices] == sorted({index for _, index in indices})
-    assert eventbus.sender.flush()
-    live = [json.loads(raw)["event"] for raw in redis_db.zrange(eventbus.buffer_key(run_id), 0, -1)]
+    assert publish.sender.flush()
+    live = [json.loads(raw)["event"] for raw in redis_db.zrange(publish.buffer_key(run_id), 0, -1)]
     assert (live.count("RunStarted"), live[-1]) == (2, "RunCompleted")  # one history, both legs
 
 

@@ -15,8 +15,8 @@ from agentos_project.core.conf import current
 from agentos_project.core.streaming import Ending
 from agentos_project.handlers import SyncChainHandler
 from runs import responses
-from runs.events import eventbus, streams
 from runs.events import hub as process_hub
+from runs.events import publish, streams
 
 from ..conftest import AsgiServer, with_conf
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def event(run_id: str, index: int, name: str = "RunContent") -> str:
-    return eventbus.encode({"event": name, "run_id": run_id, "event_index": index, "content": f"c{index}"})
+    return publish.encode({"event": name, "run_id": run_id, "event_index": index, "content": f"c{index}"})
 
 
 @pytest.fixture
@@ -63,14 +63,14 @@ def test_events_that_reach_the_inbox_before_their_stream_are_kept_for_it_and_onl
 
     got, unclaimed, direct = asyncio.run(scenario())
 
-    frames = [[json.loads(frame)["event_index"] for frame in eventbus.frames_of(raw)] for raw in got]
+    frames = [[json.loads(frame)["event_index"] for frame in publish.frames_of(raw)] for raw in got]
     assert frames == [[0, 1], [2]]
     assert (unclaimed, direct) == ({late}, set())
 
 
 def test_after_its_connection_is_cut_the_hub_subscribes_again_and_tells_every_stream_to_reread(publisher):
     run_id, other = str(uuid.uuid4()), str(uuid.uuid4())
-    channel = eventbus.channel(run_id)
+    channel = publish.channel(run_id)
 
     async def scenario():
         hub = await started_hub()
@@ -96,7 +96,7 @@ def test_after_its_connection_is_cut_the_hub_subscribes_again_and_tells_every_st
 
 def test_a_fault_in_dispatching_makes_the_hub_reconnect_not_stop(publisher, monkeypatch):
     run_id = str(uuid.uuid4())
-    channel = eventbus.channel(run_id)
+    channel = publish.channel(run_id)
 
     async def scenario():
         hub = await started_hub()
@@ -123,8 +123,8 @@ def test_a_fault_in_dispatching_makes_the_hub_reconnect_not_stop(publisher, monk
 
 def test_a_stream_that_receives_an_event_past_the_next_one_rereads_the_buffer_first(publisher):
     run_id = str(uuid.uuid4())
-    eventbus.sender.send(run_id, [json.loads(event(run_id, i)) for i in range(4)])
-    assert eventbus.sender.flush()
+    publish.sender.send(run_id, [json.loads(event(run_id, i)) for i in range(4)])
+    assert publish.sender.flush()
 
     async def scenario():
         await started_hub()

@@ -8,7 +8,7 @@ import uuid
 import pytest
 from django.db import transaction
 
-from runs.events import eventbus
+from runs.events import publish
 from runs.events.sink import EventSink, first_event_index
 from runs.models import Run
 from tests.conftest import wait_until
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def buffered(redis_db, run_id) -> list[dict]:
-    return [json.loads(raw) for raw in redis_db.zrange(eventbus.buffer_key(run_id), 0, -1)]
+    return [json.loads(raw) for raw in redis_db.zrange(publish.buffer_key(run_id), 0, -1)]
 
 
 def next_message(pubsub) -> dict:
@@ -28,30 +28,30 @@ def next_message(pubsub) -> dict:
 def test_events_are_buffered_in_index_order_and_published_on_the_runs_channel(redis_db):
     run_id = str(uuid.uuid4())
     pubsub = redis_db.pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(eventbus.channel(run_id))
+    pubsub.subscribe(publish.channel(run_id))
 
-    eventbus.sender.send(run_id, [{"event": "RunContent", "event_index": i, "content": f"c{i}"} for i in (2, 0, 1)])
-    assert eventbus.sender.flush()
+    publish.sender.send(run_id, [{"event": "RunContent", "event_index": i, "content": f"c{i}"} for i in (2, 0, 1)])
+    assert publish.sender.flush()
 
-    published = [json.loads(frame)["event_index"] for frame in eventbus.frames_of(next_message(pubsub)["data"])]
+    published = [json.loads(frame)["event_index"] for frame in publish.frames_of(next_message(pubsub)["data"])]
     assert published == [2, 0, 1]  # as sent, in one message
     assert pubsub.get_message(timeout=0.2) is None
     assert [event["event_index"] for event in buffered(redis_db, run_id)] == [0, 1, 2]  # by index
-    assert eventbus.last_index(run_id) == 2
-    assert 0 < redis_db.ttl(eventbus.buffer_key(run_id)) <= 3600
+    assert publish.last_index(run_id) == 2
+    assert 0 < redis_db.ttl(publish.buffer_key(run_id)) <= 3600
 
 
 def test_a_held_event_is_published_only_when_its_transaction_commits(redis_db):
     committed, rolled_back = str(uuid.uuid4()), str(uuid.uuid4())
 
     with transaction.atomic():
-        eventbus.sender.send_on_commit(committed, [{"event": "RunCompleted", "event_index": 3}])
-        assert eventbus.sender.flush()
+        publish.sender.send_on_commit(committed, [{"event": "RunCompleted", "event_index": 3}])
+        assert publish.sender.flush()
         assert buffered(redis_db, committed) == []
     with pytest.raises(RuntimeError), transaction.atomic():
-        eventbus.sender.send_on_commit(rolled_back, [{"event": "RunCompleted", "event_index": 3}])
+        publish.sender.send_on_commit(rolled_back, [{"event": "RunCompleted", "event_index": 3}])
         raise RuntimeError("rolled back")
-    assert eventbus.sender.flush()
+    assert publish.sender.flush()
 
     assert buffered(redis_db, committed) == [{"event": "RunCompleted", "event_index": 3}]
     assert buffered(redis_db, rolled_back) == []
@@ -65,7 +65,7 @@ def test_a_sink_sends_chunks_at_once_and_holds_the_end(redis_db):
     sink.emit("RunStarted", {})
     sink.emit("RunContent", {"content": "hi"})
     sink.emit("RunCompleted", {"content": "hi"})
-    assert eventbus.sender.flush()
+    assert publish.sender.flush()
 
     assert [event["event"] for event in buffered(redis_db, run.run_id)] == ["RunStarted", "RunContent"]
     assert [event["event"] for event in sink.held] == ["RunCompleted"]
@@ -76,8 +76,8 @@ def test_a_new_leg_numbers_after_what_a_dead_attempt_published(redis_db):
 
     run = Run.objects.get(pk=accept_run(session_id="sink-2"))
     assert first_event_index(run) == 0
-    eventbus.sender.send(run.run_id, [{"event": "RunContent", "event_index": i} for i in range(6)])
-    assert eventbus.sender.flush()
+    publish.sender.send(run.run_id, [{"event": "RunContent", "event_index": i} for i in range(6)])
+    assert publish.sender.flush()
 
     assert first_event_index(run) == 6  # the attempt died before storing anything: next_event_index is still 0
     Run.objects.filter(pk=run.run_id).update(next_event_index=9)
@@ -87,16 +87,16 @@ def test_a_new_leg_numbers_after_what_a_dead_attempt_published(redis_db):
 
 def test_a_run_with_an_inbox_has_its_events_published_there_too_after_its_id(redis_db):
     run = Run.objects.get(pk=accept_run(session_id="sink-3"))
-    run.stream_inbox = eventbus.inbox("test")
+    run.stream_inbox = publish.inbox("test")
     pubsub = redis_db.pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(run.stream_inbox, eventbus.channel(run.run_id))
+    pubsub.subscribe(run.stream_inbox, publish.channel(run.run_id))
     sink = EventSink(run, attempt=1, first_index=0)
 
     sink.emit("RunStarted", {})
     sink.emit("RunContent", {"content": "hi"})
     sink.emit("RunCompleted", {"content": "hi"})
     sink.publish_held()
-    assert eventbus.sender.flush()
+    assert publish.sender.flush()
 
     by_channel: dict[str, list[str]] = {}
     for _ in range(20):  # until both channels had theirs and nothing more comes
@@ -105,9 +105,9 @@ def test_a_run_with_an_inbox_has_its_events_published_there_too_after_its_id(red
             break
         if message is not None:
             by_channel.setdefault(message["channel"].decode(), []).append(message["data"].decode())
-    on_run, on_inbox = by_channel[eventbus.channel(run.run_id)], by_channel[run.stream_inbox]
+    on_run, on_inbox = by_channel[publish.channel(run.run_id)], by_channel[run.stream_inbox]
     assert on_inbox == [f"{run.run_id}\n{message}" for message in on_run]
-    names = [json.loads(frame)["event"] for message in on_run for frame in eventbus.frames_of(message)]
+    names = [json.loads(frame)["event"] for message in on_run for frame in publish.frames_of(message)]
     assert names == ["RunStarted", "RunContent", "RunCompleted"]
 
 
@@ -116,25 +116,25 @@ def test_redis_keeps_a_streamed_runs_events_for_the_buffer_time_and_an_unstreame
     streamed.stream = True
     for run in (streamed, unstreamed):
         EventSink(run, attempt=1, first_index=0).emit("RunStarted", {})
-    assert eventbus.sender.flush()
+    assert publish.sender.flush()
 
-    assert 3590 < redis_db.ttl(eventbus.buffer_key(streamed.run_id)) <= 3600
-    assert 290 < redis_db.ttl(eventbus.buffer_key(unstreamed.run_id)) <= eventbus.UNSTREAMED_SECONDS == 300
+    assert 3590 < redis_db.ttl(publish.buffer_key(streamed.run_id)) <= 3600
+    assert 290 < redis_db.ttl(publish.buffer_key(unstreamed.run_id)) <= publish.UNSTREAMED_SECONDS == 300
 
 
 def test_an_encoded_event_starts_with_its_name_and_index_which_head_reads_off():
     event = {"run_id": "r", "content": {"event_index": 99, "event": "Nested"}, "event_index": 7, "event": "RunContent"}
 
-    encoded = eventbus.encode(event)
+    encoded = publish.encode(event)
 
     assert encoded.startswith('{"event":"RunContent","event_index":7,"run_id":"r",')
     assert json.loads(encoded) == event
-    assert eventbus.head(encoded) == ("RunContent", 7)
-    assert eventbus.head(eventbus.encode({"event": "RunStarted", "event_index": 0})) == ("RunStarted", 0)
+    assert publish.head(encoded) == ("RunContent", 7)
+    assert publish.head(publish.encode({"event": "RunStarted", "event_index": 0})) == ("RunStarted", 0)
 
 
 def test_head_parses_a_frame_encoded_in_another_order_whole():
     older = json.dumps({"content": {"event": "Nested", "event_index": 99}, "event_index": 3, "event": "RunCompleted"})
 
-    assert eventbus.head(older) == ("RunCompleted", 3)
-    assert eventbus.head('{"event":"Run\\u00e9","event_index":4}') == ("Run\u00e9", 4)
+    assert publish.head(older) == ("RunCompleted", 3)
+    assert publish.head('{"event":"Run\\u00e9","event_index":4}') == ("Run\u00e9", 4)
