@@ -102,7 +102,7 @@ class Run(models.Model):
     # When a cancel was asked of the run while it executed; the watcher reads it when Redis cannot tell it.
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     # The inbox channel of the web process whose client asked for this run's stream when submitting it: its events
-    # go there too, so that stream needs no subscription of its own (runs.events.streams).
+    # go there too, so that stream needs no subscription of its own (runs.events.tail).
     stream_inbox = models.CharField(max_length=200, null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
     started_at = models.DateTimeField(null=True, blank=True)

@@ -21,7 +21,7 @@ from agents_registry.requirements import Answers
 from . import schemas
 from .events.hub import ready_inbox
 from .events.resume import Target, resume_frames
-from .events.streams import run_tail
+from .events.tail import run_tail
 from .exceptions import ComponentNotFound, SessionRequired
 from .models import RunStatus
 from .responses import cancelled_on_disconnect, inline_json_response, sse_response

@@ -2,7 +2,7 @@
 
 Each run has a channel and a buffer: a sorted set of its events by `event_index`, kept `keep_seconds` after its
 last event. An event is added to the buffer before it is published, so a reader that subscribes first and reads
-the buffer second misses nothing (`runs.events.streams`). A thread of the process sends whatever has queued in one
+the buffer second misses nothing (`runs.events.tail`). A thread of the process sends whatever has queued in one
 pipeline, in the order emitted, a run's queued events as one message (`frames_of` splits it). Redis being down
 costs the live view only (the database has the truth); after a failed send, events are dropped for PAUSE seconds.
 """

@@ -6,7 +6,7 @@
 - an unknown run: an `error` frame.
 
 A run with several legs has an ending event per leg; its stream ends at the last one: a replay sends every event
-the run had when the request read it, a live stream goes on past the ends of earlier legs (`streams.Tail`).
+the run had when the request read it, a live stream goes on past the ends of earlier legs (`tail.Tail`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ..models import STREAM_ENDED, Run
 from . import publish
 from .history import with_stored
 from .hub import hub
-from .streams import Tail, follow, follow_database, meta_frame
+from .tail import Tail, follow, follow_database, meta_frame
 
 log = logging.getLogger("agentos.streams")
 

@@ -252,7 +252,7 @@ def run_reset_pending(*, run_id, requeued: bool = False, fence: str | None = Non
     really executes again, its cancel intent cleared once that committed; unless it was continuing (its
     continuation leg failed: that leg runs again), it starts again from its input, its first leg again
     (`decisions_before_restart`), whose journal it replays. Its events stay: the new leg numbers on after them, and
-    its streams go on past the old end (`runs.events.streams.Tail`)."""
+    its streams go on past the old end (`runs.events.tail.Tail`)."""
     call = _RESET_PENDING.call({"run_id": run_id, "requeued": requeued, "fence": fence})
     return SettleStatements([call], after=(lambda: cancel_signal.cancel_clear(run_id)) if requeued else None)
 

@@ -16,7 +16,8 @@ from agentos_project.core.streaming import Ending
 from agentos_project.handlers import SyncChainHandler
 from runs import responses
 from runs.events import hub as process_hub
-from runs.events import publish, streams
+from runs.events import publish
+from runs.events import tail as tails
 
 from ..conftest import AsgiServer, with_conf
 
@@ -128,12 +129,12 @@ def test_a_stream_that_receives_an_event_past_the_next_one_rereads_the_buffer_fi
 
     async def scenario():
         await started_hub()
-        tail = streams.Tail(run_id, "agent")
-        queue = streams.Backlog()
+        tail = tails.Tail(run_id, "agent")
+        queue = tails.Backlog()
         queue.put_nowait(event(run_id, 0).encode())
         queue.put_nowait(event(run_id, 3).encode())  # 1 and 2 were lost on the way
         queue.put_nowait(f"{event(run_id, 4)}\n{event(run_id, 5, 'RunCompleted')}".encode())
-        return [frame async for frame in streams.follow(tail, queue)]
+        return [frame async for frame in tails.follow(tail, queue)]
 
     sent = asyncio.run(scenario())
 
@@ -146,11 +147,11 @@ def test_what_came_while_the_stream_waited_goes_out_as_one_chunk_and_later_event
     run_id = str(uuid.uuid4())
 
     async def scenario():
-        tail = streams.Tail(run_id, "agent")
-        queue = streams.Backlog()
+        tail = tails.Tail(run_id, "agent")
+        queue = tails.Backlog()
         for raw in (f"{event(run_id, 0)}\n{event(run_id, 1)}", event(run_id, 2), event(run_id, 3)):
             queue.put_nowait(raw.encode())
-        stream = streams.follow(tail, queue)
+        stream = tails.follow(tail, queue)
         first = await anext(stream)
         queue.put_nowait(event(run_id, 4, "RunCompleted").encode())
         return [first, *[chunk async for chunk in stream]]
@@ -158,19 +159,19 @@ def test_what_came_while_the_stream_waited_goes_out_as_one_chunk_and_later_event
     chunks = asyncio.run(scenario())
 
     assert chunks == [
-        "".join(streams.frame("RunContent", event(run_id, i)) for i in range(4)),
-        streams.frame("RunCompleted", event(run_id, 4, "RunCompleted")),
+        "".join(tails.frame("RunContent", event(run_id, i)) for i in range(4)),
+        tails.frame("RunCompleted", event(run_id, 4, "RunCompleted")),
     ]
-    assert [type(chunk) for chunk in chunks] == [str, streams.Ending], "the chunk that ends the stream ends the body"
+    assert [type(chunk) for chunk in chunks] == [str, tails.Ending], "the chunk that ends the stream ends the body"
 
 
 def test_an_sse_response_sends_the_frames_that_end_the_stream_as_the_end_of_its_body():
     run_id = str(uuid.uuid4())
-    last = streams.frame("RunCompleted", event(run_id, 1, "RunCompleted"))
+    last = tails.frame("RunCompleted", event(run_id, 1, "RunCompleted"))
 
     async def frames():
-        yield streams.frame("RunContent", event(run_id, 0))
-        yield streams.Ending(last)
+        yield tails.frame("RunContent", event(run_id, 0))
+        yield tails.Ending(last)
 
     response = responses.sse_response(frames())  # as a view returns it, on the request's thread
 
@@ -182,7 +183,7 @@ def test_an_sse_response_sends_the_frames_that_end_the_stream_as_the_end_of_its_
     sent = asyncio.run(scenario())
 
     assert [(m.get("body"), m.get("more_body")) for m in sent[1:]] == [
-        (streams.frame("RunContent", event(run_id, 0)).encode(), True),
+        (tails.frame("RunContent", event(run_id, 0)).encode(), True),
         (last.encode(), False),
     ]
 
@@ -193,7 +194,7 @@ def test_an_inline_run_whose_stream_has_ended_is_not_cancelled_by_a_disconnect(m
 
     async def frames():
         yield "event: RunContent\n\n"
-        yield streams.Ending("event: RunPaused\n\n")
+        yield tails.Ending("event: RunPaused\n\n")
         await asyncio.sleep(10)  # its clean-up, which the client's going away cuts short
 
     async def scenario(ends: bool):
@@ -212,7 +213,7 @@ def test_an_inline_run_whose_stream_has_ended_is_not_cancelled_by_a_disconnect(m
 @with_conf("streams", backlog_bytes=100)
 def test_a_backlog_past_its_bound_drops_what_waits_and_ends_the_stream_with_an_error_frame():
     async def scenario():
-        backlog = streams.Backlog()
+        backlog = tails.Backlog()
         backlog.offer(b"x" * 150)  # larger than the bound, but nothing waits: taken
         alone = (backlog.size, backlog.overflowed)
         backlog.get_nowait()
@@ -221,8 +222,8 @@ def test_a_backlog_past_its_bound_drops_what_waits_and_ends_the_stream_with_an_e
         within = (backlog.size, backlog.overflowed)
         backlog.offer(b"z" * 40)  # 120 would wait
         backlog.offer(b"w" * 10)  # nothing more is taken
-        tail = streams.Tail("r", "agent", last=6)
-        frames = [frame async for frame in streams.follow(tail, backlog)]
+        tail = tails.Tail("r", "agent", last=6)
+        frames = [frame async for frame in tails.follow(tail, backlog)]
         return alone, within, frames, backlog.size
 
     alone, within, frames, left = asyncio.run(scenario())
@@ -231,7 +232,7 @@ def test_a_backlog_past_its_bound_drops_what_waits_and_ends_the_stream_with_an_e
     assert within == (80, False)
     assert left == 0
     assert len(frames) == 1 and isinstance(frames[0], Ending)
-    assert frames[0] == streams.meta_frame(
+    assert frames[0] == tails.meta_frame(
         "error",
         {
             "run_id": "r",
