@@ -6,7 +6,7 @@ import dataclasses
 import re
 import uuid
 
-from .context import PermanentRunError, RunContext, RunRequest, RunResult
+from .context import LegStatus, PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, TEAM, WORKFLOW, event_name
 from .requirements import of_member, run_requirements, step_requirement
 from .runloop import Progress, add_usage, agent_turns, answered, apply_decisions, run_agent
@@ -136,9 +136,9 @@ class Team(Component):
             )
             result = run_agent(member, leg, ctx, fields=_member_fields(member, ctx))
             metrics = add_usage(metrics, result.metrics)
-            if result.status == RunResult.CANCELLED:
-                return RunResult(RunResult.CANCELLED, "", messages, ctx.session_state)
-            if result.status == RunResult.PAUSED:
+            if result.status == LegStatus.CANCELLED:
+                return RunResult(LegStatus.CANCELLED, "", messages, ctx.session_state)
+            if result.status == LegStatus.PAUSED:
                 asked = of_member(result.requirements, member_id=member.id, member_name=member.name)
                 return self._paused(index, answers, result, asked, ctx)
             answers.append({"role": "assistant", "name": member.id, "content": result.content})
@@ -153,23 +153,23 @@ class Team(Component):
             leading = messages + answers
         result = agent_turns(self.leader, leading, ctx, TEAM)
         metrics = add_usage(metrics, result.metrics)
-        if result.status == RunResult.PAUSED:
+        if result.status == LegStatus.PAUSED:
             return self._paused(lead, answers, result, run_requirements(result.tools), ctx)
         text = result.content
-        if result.status == RunResult.CANCELLED:
-            return RunResult(RunResult.CANCELLED, text, messages, ctx.session_state, metrics=metrics)
+        if result.status == LegStatus.CANCELLED:
+            return RunResult(LegStatus.CANCELLED, text, messages, ctx.session_state, metrics=metrics)
         messages = [*messages, {"role": "assistant", "content": text}]
         ctx.emit(event_name(TEAM, "completed"), {**answered(result), "metrics": metrics})
         # The leader's output schema is the team's.
         kept = {"metrics": metrics, "content_type": result.content_type}
-        return RunResult(RunResult.COMPLETED, text, messages, ctx.session_state, **kept)
+        return RunResult(LegStatus.COMPLETED, text, messages, ctx.session_state, **kept)
 
     @staticmethod
     def _paused(index: int, answers: list, result: RunResult, asked: list[dict], ctx: RunContext) -> RunResult:
         """The team paused where member (or, past the last, the leader) `index` waits on `asked`."""
         ctx.emit(event_name(TEAM, "paused"), {"tools": result.tools, "requirements": asked})
         state = Progress(index, answers, result.messages).record()
-        return RunResult(RunResult.PAUSED, "", [state], ctx.session_state, tools=result.tools)
+        return RunResult(LegStatus.PAUSED, "", [state], ctx.session_state, tools=result.tools)
 
 
 def _member_fields(member: Agent, ctx: RunContext) -> dict:
@@ -213,12 +213,12 @@ class Workflow(Component):
                 step_messages = [{"role": "user", "content": step_input}]
             result = agent_turns(step, step_messages, ctx, WORKFLOW, agent)
             metrics = self._metrics(completed=number)
-            if result.status == RunResult.CANCELLED:
-                return RunResult(RunResult.CANCELLED, result.content, step_messages, ctx.session_state, metrics=metrics)
-            if result.status == RunResult.PAUSED:
+            if result.status == LegStatus.CANCELLED:
+                return RunResult(LegStatus.CANCELLED, result.content, step_messages, ctx.session_state, metrics=metrics)
+            if result.status == LegStatus.PAUSED:
                 self._pause(step, number, result.tools, ctx)
                 state = Progress(number, [step_input], result.messages).record()
-                return RunResult(RunResult.PAUSED, "", [state], ctx.session_state, tools=result.tools, metrics=metrics)
+                return RunResult(LegStatus.PAUSED, "", [state], ctx.session_state, tools=result.tools, metrics=metrics)
             ctx.emit(event_name(WORKFLOW, "step_completed"), {"step_name": step.name, **answered(result)})
             step_input = result.content  # a step's output schema reaches the next step as its JSON
         messages = [{"role": "user", "content": request.message}, {"role": "assistant", "content": step_input}]
@@ -226,7 +226,7 @@ class Workflow(Component):
         metrics = self._metrics(completed=len(self.steps))
         # The last step's output schema is the workflow's.
         kept = {"metrics": metrics, "content_type": result.content_type}
-        return RunResult(RunResult.COMPLETED, step_input, messages, ctx.session_state, **kept)
+        return RunResult(LegStatus.COMPLETED, step_input, messages, ctx.session_state, **kept)
 
     def _metrics(self, *, completed: int) -> dict:
         """The run's metrics as AgentOS' `WorkflowMetrics` has them: one entry per step completed so far (the run

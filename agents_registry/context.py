@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import threading
 import time
 from collections.abc import Callable
@@ -62,11 +63,19 @@ class RunRequest:
     decided_tools: list[dict] | None = None
 
 
+class LegStatus(enum.StrEnum):
+    """How a leg ended, as the run loop tells it; the runs app maps each to its ticket's and its run's status."""
+
+    COMPLETED = "completed"
+    PAUSED = "paused"
+    CANCELLED = "cancelled"
+
+
 @dataclasses.dataclass
 class RunResult:
     """How a leg ended. `messages` are this run's messages so far (user turn included)."""
 
-    status: str  # "completed" | "paused" | "cancelled"
+    status: LegStatus
     content: str
     messages: list[dict]
     session_state: dict
@@ -75,7 +84,3 @@ class RunResult:
     requirements: list[dict] | None = None  # a paused agent's, as its pause event told them (`requirements`)
     reasoning: str = ""  # the model's reasoning behind its answer, when it streamed any
     content_type: str = "str"  # else `content` is the JSON of the agent's output schema, named so
-
-    COMPLETED = "completed"
-    PAUSED = "paused"
-    CANCELLED = "cancelled"

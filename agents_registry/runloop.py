@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from agentos_project.core.jsonsafe import storable
 
 from .chat_models import Reasoning, ToolCall, Usage
-from .context import PermanentRunError, RunContext, RunRequest, RunResult
+from .context import LegStatus, PermanentRunError, RunContext, RunRequest, RunResult
 from .events import AGENT, event_name
 from .journal import COMPLETED, FAILED, INTERRUPTED_FAILS, MODEL, OUTCOME_UNKNOWN, STARTED, STATE, TOOL, fingerprint
 from .output import checked, response_format, schema_name
@@ -246,7 +246,7 @@ def agent_turns(agent, messages: list[dict], ctx: RunContext, kind: str, fields:
         text, calls = turn.text, turn.calls
         metrics = add_usage(metrics, turn.usage)
         if ctx.cancelled():
-            return RunResult(RunResult.CANCELLED, text, messages, ctx.session_state, metrics=metrics)
+            return RunResult(LegStatus.CANCELLED, text, messages, ctx.session_state, metrics=metrics)
         assistant = {"role": "assistant", "content": text}
         if calls:
             assistant["tool_calls"] = [
@@ -255,7 +255,7 @@ def agent_turns(agent, messages: list[dict], ctx: RunContext, kind: str, fields:
             ]
         messages.append(assistant)
         if not calls:
-            result = RunResult(RunResult.COMPLETED, text, messages, ctx.session_state, metrics=metrics)
+            result = RunResult(LegStatus.COMPLETED, text, messages, ctx.session_state, metrics=metrics)
             result.reasoning = turn.reasoning
             if getattr(agent, "output_schema", None) is not None:
                 result.content = checked(agent.output_schema, text)
@@ -270,9 +270,9 @@ def agent_turns(agent, messages: list[dict], ctx: RunContext, kind: str, fields:
             else:
                 messages.append(run_tool(tool, execution, ctx, kind, fields))
         if pending and ctx.cancelled():  # asked to stop while it would wait for a person
-            return RunResult(RunResult.CANCELLED, text, messages, ctx.session_state, metrics=metrics)
+            return RunResult(LegStatus.CANCELLED, text, messages, ctx.session_state, metrics=metrics)
         if pending:
-            return RunResult(RunResult.PAUSED, text, messages, ctx.session_state, tools=pending, metrics=metrics)
+            return RunResult(LegStatus.PAUSED, text, messages, ctx.session_state, tools=pending, metrics=metrics)
     raise PermanentRunError(f"Agent {agent.id} called tools {agent.max_model_turns} times without answering")
 
 
@@ -298,13 +298,13 @@ def run_agent(
         ctx.emit(event_name(kind, "started"), {**model, **fields})
         messages = [{"role": "user", "content": request.message}]
     result = agent_turns(agent, messages, ctx, kind, fields)
-    if result.status == RunResult.COMPLETED:
+    if result.status == LegStatus.COMPLETED:
         metrics = {**result.metrics, "duration": round(ctx.clock() - started, 6)}
         completed = {**answered(result), "metrics": metrics, **fields}
         if result.reasoning:
             completed["reasoning_content"] = result.reasoning
         ctx.emit(event_name(kind, "completed"), completed)
-    elif result.status == RunResult.PAUSED:
+    elif result.status == LegStatus.PAUSED:
         result.requirements = run_requirements(result.tools)
         ctx.emit(event_name(kind, "paused"), {"tools": result.tools, "requirements": result.requirements, **fields})
     return result

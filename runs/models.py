@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models.functions import Now
 
+from agents_registry.context import LegStatus
 from queueing.models import TicketStatus
 
 
@@ -27,6 +28,13 @@ RUN_STATUS_OF_TICKET = {
     TicketStatus.COMPLETED: RunStatus.COMPLETED,
     TicketStatus.FAILED: RunStatus.ERROR,
     TicketStatus.CANCELLED: RunStatus.CANCELLED,
+}
+
+# How each way a leg ends shows on its run (an error is no leg status: ERROR, or PENDING for its retry).
+RUN_STATUS_OF_LEG = {
+    LegStatus.COMPLETED: RunStatus.COMPLETED,
+    LegStatus.PAUSED: RunStatus.PAUSED,
+    LegStatus.CANCELLED: RunStatus.CANCELLED,
 }
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from agentos_project.core.conf import current
 from agentos_project.core.postgres.base import release_connection
-from agents_registry.context import PermanentRunError, RunContext, RunRequest, RunResult
+from agents_registry.context import LegStatus, PermanentRunError, RunContext, RunRequest, RunResult
 from agents_registry.journal import Journal
 from agents_registry.registry import ComponentNotFound, registry
 
@@ -40,7 +40,7 @@ class LegResult:
     def yields_to_cancel(self) -> bool:
         """A pause, or a failure that was not the input's fault: a cancel asked while the leg ran wins over it."""
         return (self.result is None and not self.permanent) or (
-            self.result is not None and self.result.status == RunResult.PAUSED
+            self.result is not None and self.result.status == LegStatus.PAUSED
         )
 
 
@@ -49,8 +49,8 @@ def cancelled_leg(leg: LegResult) -> LegResult:
     of a failure), the pause's held event dropped unpublished."""
     leg.sink.drop_held()
     if leg.result is None:
-        return LegResult(leg.sink, leg.journal, result=RunResult(RunResult.CANCELLED, "", [], {}))
-    cancelled = dataclasses.replace(leg.result, status=RunResult.CANCELLED, tools=None)
+        return LegResult(leg.sink, leg.journal, result=RunResult(LegStatus.CANCELLED, "", [], {}))
+    cancelled = dataclasses.replace(leg.result, status=LegStatus.CANCELLED, tools=None)
     return LegResult(leg.sink, leg.journal, result=cancelled)
 
 

@@ -6,6 +6,7 @@ import threading
 
 from agentos_project.core.conf import current
 from agentos_project.core.jsonsafe import storable_text
+from agents_registry.context import LegStatus
 from agents_registry.registry import ComponentNotFound, registry
 from queueing.models import TicketStatus
 from queueing.seam import Claim, LostAttempt, Outcome, Settlement, SettleStatements
@@ -20,6 +21,12 @@ from .leg import LegResult, cancelled_leg, run_leg
 from .states import START_SQL, cancelled_content, run_end_unexecuted, run_park, run_record_leg, run_reset_pending
 
 FENCED = "A newer attempt started this run"
+# The ticket status each way a leg ends asks for (an error asks for failed, retryable or not).
+TICKET_STATUS_OF_LEG = {
+    LegStatus.COMPLETED: TicketStatus.COMPLETED,
+    LegStatus.PAUSED: TicketStatus.PAUSED,
+    LegStatus.CANCELLED: TicketStatus.CANCELLED,
+}
 
 
 def _window(claim: Claim) -> int | None:
@@ -55,13 +62,13 @@ class RunExecutor:
                 inputs=(state, history),
                 woken=wake,
             )
-        stopped = leg.result is None or leg.result.status == leg.result.CANCELLED
+        stopped = leg.result is None or leg.result.status == LegStatus.CANCELLED
         if stopped and interrupted() and not cancel.is_set():
             return interrupted_outcome(claim)  # as a lost attempt: a continuation may be parked or resumed
         if leg.result is None:
             error = storable_text(leg.error)  # it lands in the ticket's error as well
             return Outcome(TicketStatus.FAILED, error=error, retryable=not leg.permanent, result=leg)
-        return Outcome(TicketStatus(leg.result.status), result=leg)  # a leg's result is a ticket status
+        return Outcome(TICKET_STATUS_OF_LEG[leg.result.status], result=leg)
 
     def cancel(self, ticket_id: str) -> str:
         """An operator's cancel (admin, command line): as a client's, wherever the run is."""

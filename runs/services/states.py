@@ -33,12 +33,11 @@ from django.db.models.functions import Now
 
 from agentos_project.core.jsonsafe import json_or_null, storable
 from agentos_project.core.postgres.prepared import Prepared, together
-from agents_registry.context import RunResult
+from agents_registry.context import LegStatus
 from agents_registry.events import event_name
-from queueing.models import TicketStatus
 from queueing.seam import ADMITTED, CLAIMED, GATE, SettleStatements
 
-from ..models import RUN_STATUS_OF_TICKET, CancellationStage, Run, RunStatus
+from ..models import RUN_STATUS_OF_LEG, CancellationStage, Run, RunStatus
 from ..selectors import run_pause_asked
 from ..submission import Submission
 from . import cancel_signal
@@ -125,7 +124,7 @@ def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool, fence: 
         update = _RECORD_ERROR
         row.update(status=RunStatus.ERROR if final else RunStatus.PENDING, content=error, final=final)
     else:
-        status = RUN_STATUS_OF_TICKET[TicketStatus(result.status)]
+        status = RUN_STATUS_OF_LEG[result.status]
         content = storable(result.content)
         if status == RunStatus.CANCELLED:
             content = content or cancelled_content(run_id)  # partial content stays as it is
@@ -146,7 +145,7 @@ def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool, fence: 
     calls = [update.call(row)]
     if sink.stored:
         calls.insert(0, store_events_call(sink, fence))
-    if result is not None and result.status == RunResult.COMPLETED:
+    if result is not None and result.status == LegStatus.COMPLETED:
         calls.append(save_state_call(session_id=sink.run.session_id, state=result.session_state, fence=fence))
     if journaled is not None:
         calls.insert(0, journaled)  # while the run is still RUNNING under this attempt, as its fence wants

@@ -24,7 +24,7 @@ from agentos_project.core import stopping
 from agentos_project.core.conf import current
 from agentos_project.core.elastic import ElasticThreads
 from agentos_project.core.exceptions import first_line
-from agents_registry.context import RunResult
+from agents_registry.context import LegStatus
 from queueing.shutdown import INTERRUPTED
 
 from ..models import Run, RunStatus
@@ -142,7 +142,7 @@ def run_execute_unqueued(*, run_id) -> None:
             asked = Run.objects.select_for_update().values_list("cancel_requested_at", flat=True).get(pk=run_id)
             if (asked or cancel.is_set()) and leg.yields_to_cancel:
                 leg = cancelled_leg(leg)
-            elif _Stop.interrupted.is_set() and (leg.result is None or leg.result.status == RunResult.CANCELLED):
+            elif _Stop.interrupted.is_set() and (leg.result is None or leg.result.status == LegStatus.CANCELLED):
                 leg = LegResult(leg.sink, leg.journal, error=INTERRUPTED, permanent=True)
             send_statements(run_record_leg(run_id=run_id, attempt=run.attempt, leg=leg, final=True))
     except Exception as error:  # never leave a run without a ticket RUNNING: no sweeper would end it

@@ -12,7 +12,7 @@ import pytest
 from django.db import transaction
 from django.forms.models import model_to_dict
 
-from agents_registry.context import RunResult
+from agents_registry.context import LegStatus, RunResult
 from agents_registry.registry import registry
 from queueing.models import Ticket
 from queueing.tickets import ticket_claim
@@ -111,9 +111,9 @@ def test_a_run_without_a_ticket_starts_once_from_pending(redis_db):
 @pytest.mark.parametrize(
     ("result", "final", "status"),
     [
-        (RunResult.COMPLETED, True, "COMPLETED"),
-        (RunResult.PAUSED, True, "PAUSED"),
-        (RunResult.CANCELLED, True, "CANCELLED"),
+        (LegStatus.COMPLETED, True, "COMPLETED"),
+        (LegStatus.PAUSED, True, "PAUSED"),
+        (LegStatus.CANCELLED, True, "CANCELLED"),
         (None, True, "ERROR"),
         (None, False, "PENDING"),
     ],
