@@ -45,10 +45,6 @@ COUNTERS = {
     "swept": "Stale leases ended by the sweeper (failed, parked back to paused, or resumed)",
     "resumed": "Lost attempts without budget queued once more because the work kept their progress",
     "pruned": "Terminal tickets deleted after the retention window",
-    "journaled_steps": "Model calls and tool calls written to runs' step journals",
-    "replayed_model_calls": "Model calls a later attempt took from the journal instead of calling the model",
-    "replayed_tool_calls": "Tool calls a later attempt took from the journal instead of running the tool",
-    "interrupted_tool_calls": "Tool calls a lost attempt left unfinished, reported to the model or failing the run",
 }
 _FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _SLOW = (0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
@@ -58,6 +54,13 @@ HISTOGRAMS = {
     "handoff_latency_seconds": ("Release of a session by its previous run to the start of the next one", _FAST),
     "run_duration_seconds": ("Execution of one attempt, from its start to its outcome", _SLOW),
 }
+
+
+def register_counters(counters: dict[str, str]) -> None:
+    """Counters of the work the queue carries (name: description), shown as `agentos_runs_<name>_total` beside the
+    queue's own; registering one again keeps its first description."""
+    for name, description in counters.items():
+        COUNTERS.setdefault(name, description)
 
 
 # Applies a batch once: each process numbers its batches, and a batch whose number is not above the last one

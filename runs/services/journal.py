@@ -44,6 +44,14 @@ TOO_LARGE = (
 )
 TAKEN = "A newer attempt started this run: its journal is not this attempt's to write"
 REPLAYED = "StepsReplayed"  # the `name` of the CustomEvent that tells what an attempt replayed
+metrics.register_counters(
+    {
+        "journaled_steps": "Model calls and tool calls written to runs' step journals",
+        "replayed_model_calls": "Model calls a later attempt took from the journal instead of calling the model",
+        "replayed_tool_calls": "Tool calls a later attempt took from the journal instead of running the tool",
+        "interrupted_tool_calls": "Tool calls a lost attempt left unfinished, reported to the model or failing the run",
+    }
+)
 
 _WRITE = Prepared(
     "agentos_journal_write",

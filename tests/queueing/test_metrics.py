@@ -77,6 +77,20 @@ def test_counters_move_by_what_happened(api, session_id, executor):
     assert moved(before, after, "agentos_wait_seconds_count") == 2  # observed when execution starts
 
 
+def test_the_work_registers_counters_of_its_own_beside_the_queues(api, monkeypatch):
+    monkeypatch.setattr(metrics, "COUNTERS", dict(metrics.COUNTERS))
+    before = scrape(api)
+
+    metrics.register_counters({"fake_widgets": "Widgets the fake job made"})
+    metrics.register_counters({"fake_widgets": "a second description is not taken"})
+    metrics.recorder.count("fake_widgets", 3)
+    text = (metrics.recorder.flush(), api.get("/metrics").content.decode())[1]
+
+    assert "# HELP agentos_runs_fake_widgets_total Widgets the fake job made" in text
+    assert moved(before, metric_samples(text), "agentos_runs_fake_widgets_total") == 3
+    assert moved(before, metric_samples(text), "agentos_runs_accepted_total") == 0
+
+
 @with_conf("queue", lock_grace_seconds=3)
 def test_a_sweep_counts_as_swept_and_failed(api, session_id):
     before = scrape(api)
