@@ -198,8 +198,8 @@ class Executor(Protocol):
         change (a lost attempt's writes are fenced on that row)."""
 
     def forget(self, ticket_ids: list[str]) -> None:
-        """Those of `ticket_ids` that no longer exist were pruned: drop what the work keeps only while its ticket
-        lives (a run's step journal, which only a later attempt could use)."""
+        """The tickets `ticket_ids` were pruned, in the caller's transaction: drop what the work keeps only while its
+        ticket lives (a run's step journal, which only a later attempt could use)."""
 
 
 class _Slot:

@@ -3,7 +3,7 @@ deadline expired; old terminal tickets pruned."""
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
@@ -16,6 +16,7 @@ from ..transition_log import changed, pruned
 from ._sql import TABLE, _seconds, _update_returning, _while, mirror, promote_next_head, session_lock
 from .fair import ticket_release_held
 
+_TERMINAL_SQL = f"({', '.join(repr(str(status)) for status in TERMINAL)})"
 SWEEP_ERROR = (
     "Worker lost and attempt budget exhausted; run was not re-executed. "
     "Raise AGENTOS_MAX_ATTEMPTS to let a lost run execute again, or requeue it with POST /queue/jobs/{id}/requeue."
@@ -206,12 +207,17 @@ def ticket_expire(*, ticket_id: str) -> bool:
 
 def ticket_prune(*, retention_seconds: float, batch: int = 1000) -> int:
     """Delete up to `batch` terminal tickets completed more than `retention_seconds` ago; paused never. The executor
-    then forgets what its work keeps only while the ticket lives."""
+    then forgets, for the tickets deleted, what their work kept only while they lived (`Executor.forget`)."""
     old = Ticket.objects.filter(status__in=TERMINAL, completed_at__lt=Now() - _seconds(retention_seconds))
     ids = list(old.values_list("pk", flat=True)[:batch])
-    with transaction.atomic():  # the tickets and what their work kept go together
-        deleted, _ = old.filter(pk__in=ids).delete()  # re-checked: one requeued meanwhile is not deleted
+    with transaction.atomic(), connection.cursor() as cursor:  # the tickets and what their work kept go together
+        cursor.execute(  # re-checked: one requeued meanwhile is not deleted
+            f"DELETE FROM {TABLE} WHERE id = ANY(%s::uuid[]) AND (SELECT status IN {_TERMINAL_SQL} "
+            "AND completed_at < statement_timestamp() - %s * interval '1 second') RETURNING id",
+            [[str(ticket_id) for ticket_id in ids], retention_seconds],
+        )
+        deleted = [str(ticket_id) for (ticket_id,) in cursor.fetchall()]
         if deleted:
-            get_executor().forget(ticket_ids=[str(ticket_id) for ticket_id in ids])
-    pruned(deleted)
-    return deleted
+            get_executor().forget(ticket_ids=deleted)
+    pruned(len(deleted))
+    return len(deleted)

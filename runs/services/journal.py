@@ -26,7 +26,6 @@ from agents_registry.context import PermanentRunError
 from agents_registry.events import event_name
 from agents_registry.journal import COMPLETED, INTERRUPTED, MODEL, STARTED, TOOL, Journal, Recorded
 from queueing import metrics
-from queueing.models import Ticket
 from queueing.seam import LostAttempt
 
 from ..events.sink import EventSink
@@ -37,7 +36,6 @@ log = logging.getLogger("agentos.journal")
 STEPS = Step._meta.db_table
 RUNS = Run._meta.db_table
 EVENTS = RunEvent._meta.db_table
-TICKETS = Ticket._meta.db_table
 TOO_LARGE = (
     "Step {position} of the run ({what}) is {size} bytes of JSON, above AGENTOS_STEP_MAX_BYTES={limit}: it was not "
     "journaled, and the run cannot go on without it"
@@ -302,11 +300,7 @@ def run_lost_continuation(*, run_id) -> LostAttempt:
 
 
 def run_journals_prune(*, run_ids: list[str]) -> int:
-    """Delete the journals of those of `run_ids` whose ticket is gone (pruned); how many steps went."""
+    """Delete the journals of the runs `run_ids`, whose tickets were pruned; how many steps went."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"DELETE FROM {STEPS} AS s WHERE s.run_id = ANY(%s::uuid[]) "
-            f"AND NOT EXISTS (SELECT 1 FROM {TICKETS} AS t WHERE t.id = s.run_id)",
-            [run_ids],
-        )
+        cursor.execute(f"DELETE FROM {STEPS} WHERE run_id = ANY(%s::uuid[])", [run_ids])
         return cursor.rowcount
