@@ -8,7 +8,7 @@ import re
 
 import yaml
 
-from ..conftest import ROOT
+from tests.support.processes import ROOT
 
 SUPERUSER_RESERVED = 3
 HEARTBEAT_RESERVE = {"worker": 1}  # the lease heartbeat may open one connection beyond a worker's pool

@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from agentos_project.embedded import SHARED, EmbeddedPostgres, EmbeddedRedis
-
-from ..conftest import ROOT, free_port
+from tests.support.http import free_port
+from tests.support.processes import ROOT
 
 pytestmark = pytest.mark.slow
 

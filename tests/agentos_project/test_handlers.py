@@ -11,8 +11,8 @@ from django.http import StreamingHttpResponse
 
 from agentos_project.core.streaming import LastPart, PartsResponse
 from agentos_project.handlers import SharedThreads, SyncChainHandler
-
-from ..conftest import AsgiServer, with_conf
+from tests.support.conf import with_conf
+from tests.support.http import AsgiServer
 
 
 def http_scope(path: str) -> dict:

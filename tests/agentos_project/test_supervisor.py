@@ -17,8 +17,8 @@ from pathlib import Path
 import psutil
 
 from agentos_project.supervisor import SPEC, Supervisor, lower_priority
-
-from ..conftest import ROOT, wait_until
+from tests.support.processes import ROOT
+from tests.support.waiting import wait_until
 
 PREFIX = "agentos serve: "
 

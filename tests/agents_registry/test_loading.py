@@ -11,8 +11,7 @@ import pytest
 
 from agentos_project.core.conf import AgentsSettings, ConfigError, load
 from agents_registry.loading import ComponentsRefused, configured_components, entry_components
-
-from ..conftest import ROOT, process_env
+from tests.support.processes import ROOT, process_env
 
 USER = "tests.agents_registry.user_modules"
 REFUSALS = {

@@ -20,8 +20,7 @@ from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 
 from agentos_project.embedded import SHARED, EmbeddedPostgres
-
-from ..conftest import free_port
+from tests.support.http import free_port
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 needs_browser = pytest.mark.skipif(

@@ -13,7 +13,8 @@ from django.contrib.auth import get_user_model
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from ..conftest import wait_until
+from tests.support.waiting import wait_until
+
 from .conftest import needs_browser
 
 pytestmark = pytest.mark.slow

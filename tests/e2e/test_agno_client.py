@@ -24,7 +24,8 @@ from agno.run.workflow import (
 )
 from agno.workflow.types import StepRequirement
 
-from tests.conftest import HITL_AGENT, wait_until
+from tests.support.runs import HITL_AGENT
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DELETE = "please delete scratch sleep=0"

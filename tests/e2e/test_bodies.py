@@ -11,8 +11,8 @@ import pytest
 import requests
 
 from runs.models import Run
+from tests.support.waiting import wait_until
 
-from ..conftest import wait_until
 from .conftest import exchange
 
 pytestmark = pytest.mark.slow

@@ -10,8 +10,8 @@ from queueing.models import Ticket
 from queueing.shutdown import INTERRUPTED
 from queueing.tickets import SWEEP_ERROR
 from runs.models import Run, RunEvent
-
-from ..conftest import submit_background, wait_until
+from tests.support.runs import submit_background
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 GRACE = {"AGENTOS_LOCK_GRACE_SECONDS": "3", "AGENTOS_POLL_INTERVAL": "0.5"}

@@ -19,9 +19,10 @@ from agents_registry.journal import INTERRUPTED_FAILS, OUTCOME_UNKNOWN
 from queueing.models import Ticket
 from queueing.shutdown import INTERRUPTED
 from runs.models import AgentSession, Run, RunEvent, Step
+from tests.support.http import metric_samples
+from tests.support.waiting import wait_until
 
 from ..agents_registry.user_modules.ledger import EFFECTS, INSTRUCTIONS
-from ..conftest import metric_samples, wait_until
 from ..fake_openai import Answer
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -6,8 +6,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from runs.models import FINISHED, Run
-
-from ..conftest import poll, submit, wait_until, with_conf
+from tests.support.conf import with_conf
+from tests.support.runs import poll, submit
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -23,8 +23,9 @@ import pytest
 import requests
 
 from agentos_project.embedded import PG_USER, SHARED
-
-from ..conftest import ROOT, RunsOverHttp, embedded_env, free_port, wait_until
+from tests.support.http import RunsOverHttp, free_port
+from tests.support.processes import ROOT, embedded_env
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 EMBEDDED_PORTS = {54329, 63790}

@@ -11,7 +11,8 @@ from datetime import datetime
 import pytest
 
 from queueing.models import Ticket
-from tests.conftest import HITL_AGENT, sse_frames
+from tests.support.http import sse_frames
+from tests.support.runs import HITL_AGENT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HITL = f"{HITL_AGENT}/runs"

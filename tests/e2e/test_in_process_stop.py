@@ -12,8 +12,7 @@ import requests
 
 from queueing.shutdown import INTERRUPTED
 from runs.models import Run, RunEvent
-
-from ..conftest import wait_until
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -11,8 +11,9 @@ from django.db.models import F
 from queueing import metrics
 from queueing.models import Ticket
 from runs.models import Run
-
-from ..conftest import metric_samples, submit_background, wait_status, wait_until
+from tests.support.http import metric_samples
+from tests.support.runs import submit_background, wait_status
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,9 @@ from rest_framework.test import APIClient
 from agentos_project.embedded import EmbeddedRedis
 from queueing import router
 from runs.models import Run
-
-from ..conftest import free_port, sse_frames, submit_background, wait_until
+from tests.support.http import free_port, sse_frames
+from tests.support.runs import submit_background
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 FAST_SWEEP = {"AGENTOS_POLL_INTERVAL": "0.5"}

@@ -26,8 +26,10 @@ import psycopg2
 import pytest
 
 from agentos_project.embedded import EmbeddedPostgres
+from tests.support.http import RunsOverHttp, free_port
+from tests.support.processes import ChildProcess, process_env
+from tests.support.waiting import wait_until
 
-from ..conftest import ChildProcess, RunsOverHttp, free_port, process_env, wait_until
 from .conftest import remove_data
 
 pytestmark = pytest.mark.slow

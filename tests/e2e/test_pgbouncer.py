@@ -17,8 +17,9 @@ from django.db import connection
 
 from queueing.models import Ticket
 from runs.models import Run
-
-from ..conftest import free_port, submit_background, wait_until
+from tests.support.http import free_port
+from tests.support.runs import submit_background
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"

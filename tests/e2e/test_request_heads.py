@@ -10,7 +10,8 @@ import psutil
 import pytest
 import requests
 
-from ..conftest import sse_frames
+from tests.support.http import sse_frames
+
 from .conftest import exchange
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,9 @@ import redis
 
 from agentos_project.core.conf import current
 from runs.events import publish
-from tests.conftest import HITL_AGENT, STUB_AGENT, sse_frames, wait_until
+from tests.support.http import sse_frames
+from tests.support.runs import HITL_AGENT, STUB_AGENT
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HITL = f"{HITL_AGENT}/runs"

@@ -18,8 +18,9 @@ from django.core.management import call_command
 
 from agentos_project.embedded import FolderLock
 from queueing.tickets import SWEEP_ERROR
-
-from ..conftest import ROOT, embedded_env, free_port, metric_samples, process_env, wait_until
+from tests.support.http import free_port, metric_samples
+from tests.support.processes import ROOT, embedded_env, process_env
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 GRACE = {"AGENTOS_LOCK_GRACE_SECONDS": "3", "AGENTOS_POLL_INTERVAL": "0.5"}

@@ -11,8 +11,8 @@ from rest_framework.test import APIClient
 from queueing.models import Ticket
 from queueing.router import publish
 from runs.models import FINISHED, Run
-
-from ..conftest import poll, submit_background, wait_until
+from tests.support.runs import poll, submit_background
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

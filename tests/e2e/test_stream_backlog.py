@@ -10,7 +10,8 @@ import time
 import pytest
 import requests
 
-from tests.conftest import sse_frames, wait_until
+from tests.support.http import sse_frames
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 RUNS = "/agents/stub-agent/runs"

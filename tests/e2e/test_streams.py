@@ -14,7 +14,8 @@ from django.db import connection
 from agentos_project.core.conf import current
 from runs.events import publish
 from runs.models import Run
-from tests.conftest import sse_frames, wait_until
+from tests.support.http import sse_frames
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 RUNS = "/agents/stub-agent/runs"

@@ -15,7 +15,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from ..conftest import HITL_AGENT, STUB_AGENT
+from tests.support.runs import HITL_AGENT, STUB_AGENT
+
 from .conftest import needs_browser
 
 pytestmark = [pytest.mark.slow, needs_browser]

@@ -16,8 +16,8 @@ from agentos_project.core.conf import current
 from queueing.models import Ticket
 from queueing.router import EXECUTE_TASK, publish, publisher, task_message
 from runs.models import FINISHED, Run, RunEvent
-
-from ..conftest import submit_background, wait_until
+from tests.support.runs import submit_background
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -20,8 +20,8 @@ from queueing.models import Ticket
 from queueing.selectors import JOB_STATUSES, queue_stats
 from queueing.serializers import ticket_to_wire
 from queueing.tickets import ticket_cancel
+from tests.support.processes import ROOT, process_env
 
-from ..conftest import ROOT, process_env
 from .conftest import EMPTY_STATS, accept, backdate, claim, ended, snapshot
 
 pytestmark = pytest.mark.django_db

@@ -17,8 +17,9 @@ from queueing import router, selectors, tickets
 from queueing.models import Ticket
 from queueing.seam import Outcome
 from queueing.sweeper import sweep_once
+from tests.support.conf import with_conf
+from tests.support.waiting import in_threads
 
-from ..conftest import in_threads, with_conf
 from .conftest import accept, backdate, broker_messages, claim, finish, snapshot
 
 pytestmark = pytest.mark.django_db(transaction=True)

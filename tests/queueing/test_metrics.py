@@ -22,7 +22,8 @@ from queueing.seam import NewTicket
 from queueing.sweeper import sweep_once
 from queueing.tickets import ticket_accept, ticket_continue, ticket_prune, ticket_requeue
 from queueing.worker import execute_claim
-from tests.conftest import metric_samples, with_conf
+from tests.support.conf import with_conf
+from tests.support.http import metric_samples
 
 from .conftest import accept, backdate, claim, finish
 

@@ -18,8 +18,7 @@ from agentos_project.core.postgres.prepared import Prepared, registered
 from queueing import selectors, tickets
 from queueing.models import Ticket, TicketStatus
 from queueing.seam import Claim, Outcome
-
-from ..conftest import with_conf
+from tests.support.conf import with_conf
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,7 @@ from queueing.seam import Outcome
 from queueing.settle import settle_attempt
 from queueing.tickets import ticket_cancel, ticket_retry
 from queueing.worker import worker_execute
-from tests.conftest import with_conf
+from tests.support.conf import with_conf
 
 from .conftest import EMPTY_STATS, accept, backdate, claim, ended, finish, snapshot
 

@@ -11,8 +11,8 @@ from queueing.exceptions import QueueFull
 from queueing.models import Ticket
 from queueing.seam import NewTicket
 from queueing.sweeper import sweep_once
+from tests.support.waiting import in_threads
 
-from ..conftest import in_threads
 from .conftest import accept, backdate, claim, finish
 
 pytestmark = pytest.mark.django_db(transaction=True)

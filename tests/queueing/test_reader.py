@@ -19,8 +19,9 @@ from celery.utils.collections import LimitedSet
 
 from agentos_project.celery import app
 from queueing import reader, router
-from tests.conftest import free_port, wait_until
 from tests.queueing.conftest import draining_meanwhile
+from tests.support.http import free_port
+from tests.support.waiting import wait_until
 
 QUEUE = "agentos-reader-test"
 HANDOVER = "agentos-reader-test.celery"

@@ -9,8 +9,8 @@ from celery import current_app
 
 from agentos_project.celery import app
 from queueing import router
+from tests.support.waiting import in_threads
 
-from ..conftest import in_threads
 from .conftest import BROKER_QUEUE
 
 pytestmark = pytest.mark.django_db

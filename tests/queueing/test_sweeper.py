@@ -14,7 +14,7 @@ from queueing.models import Ticket
 from queueing.sweeper import AUTOVACUUM_OFF, lost_messages, sweep_once, warn_if_autovacuum_off
 from queueing.tickets import SWEEP_ERROR
 from queueing.worker import worker_execute
-from tests.conftest import wait_until
+from tests.support.waiting import wait_until
 
 from .conftest import accept, backdate, broker_messages, claim, snapshot
 

@@ -13,8 +13,9 @@ from queueing.seam import Outcome
 from queueing.settle import settle_attempt
 from queueing.tickets import ticket_finish, ticket_retry
 from queueing.worker import worker_execute
+from tests.support.database import terminate_backend
+from tests.support.http import free_port
 
-from ..conftest import free_port, terminate_backend
 from .conftest import BROKER_QUEUE, accept, broker_messages, claim, draining_meanwhile, snapshot
 
 

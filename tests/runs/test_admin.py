@@ -14,8 +14,8 @@ from queueing.sweeper import sweep_once
 from queueing.tickets import SWEEP_ERROR, ticket_claim
 from queueing.worker import worker_execute
 from runs.models import Run, Step
-
-from ..conftest import submit_background, wait_status, with_conf
+from tests.support.conf import with_conf
+from tests.support.runs import submit_background, wait_status
 
 TICKETS = "/admin/queueing/ticket/"
 AN_HOUR = datetime.timedelta(hours=1)

@@ -13,7 +13,9 @@ from queueing.worker import execute_claim, worker_execute, worker_identity
 from runs.events import publish
 from runs.models import Run, RunEvent
 from runs.services import cancel_signal
-from tests.conftest import free_port, wait_until, with_conf
+from tests.support.conf import with_conf
+from tests.support.http import free_port
+from tests.support.waiting import wait_until
 
 from .conftest import accept_run, row_counts
 

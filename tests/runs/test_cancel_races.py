@@ -19,7 +19,8 @@ from queueing.worker import execute_claim, worker_identity
 from runs.models import Run, RunEvent
 from runs.services import cancel_signal
 from runs.services.unqueued import run_execute_unqueued
-from tests.conftest import in_threads, with_conf
+from tests.support.conf import with_conf
+from tests.support.waiting import in_threads
 
 from .conftest import accept_run
 

@@ -9,7 +9,7 @@ import pytest
 
 from queueing import shutdown
 from runs.services import cancel_signal
-from tests.conftest import wait_until
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the watcher asks the database too
 

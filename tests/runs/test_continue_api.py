@@ -22,8 +22,8 @@ from queueing.sweeper import sweep_once
 from queueing.tickets import ticket_claim
 from queueing.worker import worker_execute, worker_identity
 from runs.models import Run, RunEvent, Step
+from tests.support.runs import submit
 
-from ..conftest import submit
 from .conftest import accept_run, row_counts
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.conftest import with_conf
+from tests.support.conf import with_conf
 
 pytestmark = pytest.mark.django_db
 SUMMARY_KEYS = {"id", "name", "description", "db_id", "model"}

@@ -9,8 +9,8 @@ from queueing import tickets
 from queueing.models import Ticket
 from queueing.sweeper import sweep_once
 from runs.models import Run
-
-from ..conftest import poll, submit, with_conf
+from tests.support.conf import with_conf
+from tests.support.runs import poll, submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

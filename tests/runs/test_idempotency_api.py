@@ -8,8 +8,9 @@ from agentos_project.core.conf import current
 from queueing.models import Ticket
 from queueing.worker import worker_execute
 from runs.models import Run
+from tests.support.runs import submit
+from tests.support.waiting import in_threads
 
-from ..conftest import in_threads, submit
 from .conftest import row_counts
 
 OTHER_COMPONENT = (

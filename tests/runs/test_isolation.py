@@ -11,7 +11,7 @@ import pytest
 
 from queueing.worker import worker_execute
 from runs.models import Run
-from tests.conftest import with_conf
+from tests.support.conf import with_conf
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_db")]
 SECRET = "a-string-secret-at-least-256-bits-long"

@@ -23,8 +23,8 @@ from runs.models import Run, RunEvent, Step
 from runs.services.journal import TAKEN, TOO_LARGE, RunJournal
 from runs.services.submit import run_submit
 from runs.submission import Submission
+from tests.support.conf import with_conf
 
-from ..conftest import with_conf
 from .conftest import accept_run
 
 pytestmark = pytest.mark.django_db

@@ -9,8 +9,8 @@ import pytest
 from agents_registry.components import Agent, Team, Workflow
 from agents_registry.registry import registry
 from queueing.worker import worker_execute
+from tests.support.runs import poll, poll_answer, submit
 
-from ..conftest import poll, poll_answer, submit
 from .conftest import row_counts
 
 pytestmark = pytest.mark.django_db

@@ -11,8 +11,8 @@ from django.db import transaction
 from runs.events import publish
 from runs.events.sink import EventSink, first_event_index
 from runs.models import Run
-from tests.conftest import wait_until
 from tests.runs.conftest import accept_run
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

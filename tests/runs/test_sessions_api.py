@@ -6,8 +6,9 @@ from rest_framework.test import APIClient
 from queueing.worker import worker_execute
 from runs.models import AgentSession, Run
 from runs.selectors import session_history
+from tests.support.runs import submit
+from tests.support.waiting import in_threads
 
-from ..conftest import in_threads, submit
 from .conftest import row_counts
 
 pytestmark = pytest.mark.django_db

@@ -18,8 +18,8 @@ from runs import responses
 from runs.events import hub as process_hub
 from runs.events import publish
 from runs.events import tail as tails
-
-from ..conftest import AsgiServer, with_conf
+from tests.support.conf import with_conf
+from tests.support.http import AsgiServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

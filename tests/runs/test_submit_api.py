@@ -13,8 +13,8 @@ from agentos_project.core.conf import current
 from queueing import router
 from queueing.models import Ticket
 from runs.models import AgentSession, Run
-
-from ..conftest import in_threads, submit
+from tests.support.runs import submit
+from tests.support.waiting import in_threads
 
 pytestmark = pytest.mark.django_db
 

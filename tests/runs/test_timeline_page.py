@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tests.conftest import with_conf
+from tests.support.conf import with_conf
 
 pytestmark = pytest.mark.django_db
 

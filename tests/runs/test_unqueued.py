@@ -10,8 +10,8 @@ from agentos_project.core.elastic import ElasticThreads
 from queueing.models import Ticket
 from runs.models import Run
 from runs.services.unqueued import InProcessRunner
-
-from ..conftest import submit_background, wait_until
+from tests.support.runs import submit_background
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,8 +17,7 @@ from agentos_project.core.conf import (
     Services,
     load,
 )
-
-from ...conftest import ROOT
+from tests.support.processes import ROOT
 
 
 def test_defaults():

@@ -7,8 +7,7 @@ from concurrent.futures import CancelledError
 import pytest
 
 from agentos_project.core.elastic import ElasticThreads
-
-from ...conftest import wait_until
+from tests.support.waiting import wait_until
 
 
 def test_work_runs_and_its_result_or_error_reaches_its_future():

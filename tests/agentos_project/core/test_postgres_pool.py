@@ -19,8 +19,8 @@ from agentos_project.core.postgres.base import (
     reserved,
     warm,
 )
-
-from ...conftest import terminate_backend, wait_until
+from tests.support.database import terminate_backend
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

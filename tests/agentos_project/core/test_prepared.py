@@ -6,8 +6,7 @@ import pytest
 from django.db import connection
 
 from agentos_project.core.postgres.prepared import Prepared, together
-
-from ...conftest import clear_pools, terminate_backend
+from tests.support.database import clear_pools, terminate_backend
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,8 +7,7 @@ import pytest
 from agentos_project.core.exceptions import RequestInvalid
 from agentos_project.core.validation import validated
 from runs.serializers import SubmitSerializer
-
-from ...conftest import in_threads
+from tests.support.waiting import in_threads
 
 
 def answer(data: dict):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import with_conf
+from tests.support.conf import with_conf
 
 pytestmark = pytest.mark.django_db
 UNKNOWN_JOB = "/queue/jobs/00000000-0000-0000-0000-000000000000"

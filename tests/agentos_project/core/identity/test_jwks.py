@@ -12,7 +12,7 @@ import pytest
 
 from runs.models import Run
 from tests.agentos_project.core.identity.conftest import jwks_of, rsa_key, submitted_by, token
-from tests.conftest import with_conf
+from tests.support.conf import with_conf
 
 pytestmark = pytest.mark.django_db
 

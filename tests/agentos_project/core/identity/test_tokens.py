@@ -25,7 +25,7 @@ from tests.agentos_project.core.identity.conftest import (
     submitted_by,
     token,
 )
-from tests.conftest import with_conf
+from tests.support.conf import with_conf
 
 pytestmark = pytest.mark.django_db
 WRONG_AUDIENCE = "Invalid token audience - token not valid for this AgentOS instance"
