@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from django.db import close_old_connections, connection
 
-from agentos_project.core.postgres.base import reserved
+from agentos_project.core.postgres.pool import reserved
 
 from .tickets import ticket_heartbeat
 

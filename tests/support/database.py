@@ -8,7 +8,7 @@ from urllib.parse import quote
 import psycopg2
 from django.db import connection
 
-from agentos_project.core.postgres import base as postgres
+from agentos_project.core.postgres import pool as postgres
 
 
 def database_url(settings: dict) -> str:

@@ -9,16 +9,8 @@ import psycopg2
 import pytest
 from django.db import connection, connections, transaction
 
-from agentos_project.core.postgres.base import (
-    ConnectionPool,
-    DatabaseWrapper,
-    PoolExhausted,
-    Waiter,
-    pool_for,
-    release_connection,
-    reserved,
-    warm,
-)
+from agentos_project.core.postgres.base import DatabaseWrapper, release_connection, warm
+from agentos_project.core.postgres.pool import ConnectionPool, PoolExhausted, Waiter, pool_for, reserved
 from tests.support.database import terminate_backend
 from tests.support.waiting import wait_until
 
