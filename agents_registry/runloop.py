@@ -60,12 +60,26 @@ def model_turn(
     told = getattr(model, "request_events", False)
     if told:
         ctx.emit(event_name(kind, "model_request_started"), {**named, **fields})
-    started, first = ctx.clock(), None
-    turn = ModelTurn("", [])
+    started = ctx.clock()
+    asked = {"response_format": response_format} if response_format else {}  # only a model that can is asked
+    turn, first = _streamed(model.stream(messages, tools, ctx, **asked), ctx, kind, fields)
+    if not ctx.cancelled():  # an answer cut short is no step to replay
+        ctx.journal.completed(MODEL, turn.record(), duration=ctx.clock() - started)
+    if told:
+        spent = dataclasses.asdict(turn.usage) if turn.usage else {}
+        waited = {"time_to_first_token": None if first is None else round(first - started, 6)}
+        ctx.emit(event_name(kind, "model_request_completed"), {**named, **spent, **waited, **fields})
+    return turn
+
+
+def _streamed(pieces, ctx: RunContext, kind: str, fields: dict) -> tuple[ModelTurn, float | None]:
+    """A model's streamed answer, gathered: a content event per text or reasoning piece as it comes (with `fields`),
+    its tool calls and usage kept; until it ends or the run is cancelled. The answer, and when its first text or
+    reasoning piece came (None: none did)."""
+    turn, first = ModelTurn("", []), None
     parts: list[str] = []
     reasoning: list[str] = []
-    asked = {"response_format": response_format} if response_format else {}  # only a model that can is asked
-    for piece in model.stream(messages, tools, ctx, **asked):
+    for piece in pieces:
         if isinstance(piece, ToolCall):  # its arguments as the journal stores them, so a replay asks the same
             turn.calls.append(ToolCall(piece.id, piece.name, storable(piece.arguments)))
             continue
@@ -82,13 +96,7 @@ def model_turn(
         if ctx.cancelled():
             break
     turn.text, turn.reasoning = "".join(parts), "".join(reasoning)
-    if not ctx.cancelled():  # an answer cut short is no step to replay
-        ctx.journal.completed(MODEL, turn.record(), duration=ctx.clock() - started)
-    if told:
-        spent = dataclasses.asdict(turn.usage) if turn.usage else {}
-        waited = {"time_to_first_token": None if first is None else round(first - started, 6)}
-        ctx.emit(event_name(kind, "model_request_completed"), {**named, **spent, **waited, **fields})
-    return turn
+    return turn, first
 
 
 TOKENS = tuple(field.name for field in dataclasses.fields(Usage))
