@@ -7,7 +7,7 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 RUNTIME := $(VENV)/.runtime-installed
 DEV := $(VENV)/.dev-installed
 
-.PHONY: serve test lint venv
+.PHONY: serve test test-fast lint venv
 
 venv: $(DEV)
 
@@ -30,6 +30,11 @@ serve: $(RUNTIME)
 # REDIS_URL are not set).
 test: $(DEV)
 	$(PY) -m pytest
+
+# The tests that start no process of ours and no browser (not marked slow): a few minutes, for a change in the
+# making; `make test` before it lands.
+test-fast: $(DEV)
+	$(PY) -m pytest -m "not slow"
 
 lint: $(DEV)
 	$(VENV)/bin/ruff check .

@@ -17,6 +17,16 @@ from .fake_openai import FakeOpenAI
 from .support.database import close_pools
 from .support.processes import ChildProcess, ServeProcess, WebProcess, WorkerProcess, embedded_env, process_env
 
+# What makes a test `slow` (pyproject.toml's marker; `make test-fast` runs the others): a real process of ours or a
+# browser, which every test of tests/e2e has, and tests elsewhere have through these fixtures.
+PROCESS_FIXTURES = {"start_worker", "start_sweeper", "start_web", "start_serve", "browser", "throwaway_postgres"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "e2e" in item.path.parts or PROCESS_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def run():
