@@ -20,7 +20,7 @@ class ElasticThreads:
     """A `concurrent.futures` executor of at most `max_workers` threads, each made when work finds no idle one and
     ended once it has waited `idle_seconds` for work. Work runs in the order it was submitted."""
 
-    def __init__(self, max_workers: int, *, idle_seconds: float = IDLE_SECONDS, name: str = "agentos-thread"):
+    def __init__(self, max_workers: int, *, idle_seconds: float = IDLE_SECONDS, name: str = "agentos-pool"):
         if max_workers <= 0:
             raise ValueError("max_workers must be greater than 0")
         self.max_workers, self.idle_seconds, self.name = max_workers, idle_seconds, name
