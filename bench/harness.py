@@ -294,7 +294,7 @@ def handoff(client: Client, *, sessions: int = 20, runs_per_session: int = 10, s
     scenario) tells the rest: that statement's commit to the next leg's start."""
     tag = uuid.uuid4().hex[:6]
     plan = [
-        (f"handoff-{tag}-{s}", f"turn {k} sleep={sleep:g}") for s in range(sessions) for k in range(runs_per_session)
+        (f"handoff-{tag}-{s}", f"run {k} sleep={sleep:g}") for s in range(sessions) for k in range(runs_per_session)
     ]
     rows = submit_all(client, plan, clients=min(16, sessions))
     accepted = {run_id: sent + elapsed for _, run_id, elapsed, sent in rows}
