@@ -97,7 +97,8 @@ class RunExecutor:
         """How a ticket change shows on its run, as statements each guarded by `fence`: the leg's record
         (`run_record_leg`: an ending, or PENDING for its retry); for a change with no leg to record (a sweep, a
         cancel, a requeue, an interrupted or fenced attempt), the run PENDING again when the ticket is queued
-        again, paused again when it is parked, else its end. Its held events are published once they commit."""
+        again, paused again when it is parked, else its end. What follows a commit (the events a record or an end
+        held published, a requeued run's cancel intent cleared) is the statements' `after`."""
         run_id, leg = settlement.ticket_id, settlement.outcome.result if settlement.outcome else None
         if isinstance(leg, LegResult):
             final = settlement.status != TicketStatus.QUEUED

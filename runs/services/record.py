@@ -17,7 +17,8 @@ from ..models import AgentSession, Run, RunEvent
 
 SESSIONS = AgentSession._meta.db_table
 EVENTS = RunEvent._meta.db_table
-# In the queue's one-message settle (a `fence` given): only if the ticket's change matched.
+# With a `fence` (every ticket change's statements, `Executor.settle`): only if the ticket's change matched; a run
+# without a ticket sends none.
 FENCE_MATCHED = f"(%(fence)s IS NULL OR {FENCE})"
 _STORE_EVENTS = Prepared(
     "agentos_store_events",

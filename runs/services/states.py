@@ -108,8 +108,9 @@ def run_start_unqueued(*, run_id) -> bool:
 def run_record_leg(*, run_id, attempt: int, leg: LegResult, final: bool, fence: str | None = None) -> SettleStatements:
     """How a leg ended, as statements: run status and output, its stored events, the session's history and state.
 
-    Sent in the transaction that settles the ticket, fenced on `attempt` (and with `fence`, each writes only in the
-    transaction the queue marked with it, `queueing.seam.FENCE`). `final` says an error ends the run (ERROR, with a
+    Sent in the transaction that settles the ticket (a run without one: in its own, `send_statements`), fenced on
+    `attempt` (and with `fence`, each writes only in the transaction the queue marked with it,
+    `queueing.seam.FENCE`). `final` says an error ends the run (ERROR, with a
     RunError event); otherwise the run waits for its retry (PENDING). What the agent produced is stored as
     `jsonsafe.storable` makes it (a NUL or an unpaired surrogate becomes U+FFFD). Once they committed, the leg's
     held events are published (`LegResult.recorded`).

@@ -126,7 +126,7 @@ class ConnectionPool:
                 self._waiters.remove(waiter)
         elif waiter.connection is not None and self.limit > 0:
             self.idle.append(waiter.connection)
-        elif waiter.connection is not None:  # pooling has stopped (`close_pools`)
+        elif waiter.connection is not None:  # pooling has stopped (`limit` 0)
             self.close(waiter.connection)
         else:
             self.open -= 1
