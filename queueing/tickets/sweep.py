@@ -10,13 +10,12 @@ from django.db.models.functions import Now
 from agentos_project.core.units import seconds_text
 
 from .. import router
-from ..models import TERMINAL, Ticket, TicketStatus
+from ..models import Ticket, TicketStatus
 from ..seam import LostAttempt, Settlement, get_executor
 from ..transition_log import changed, pruned
-from ._sql import TABLE, _seconds, _update_returning, _while, mirror, promote_next_head, session_lock
+from ._sql import TABLE, _update_returning, _while, mirror, promote_next_head, session_lock
 from .fair import ticket_release_held
 
-_TERMINAL_SQL = f"({', '.join(repr(str(status)) for status in TERMINAL)})"
 SWEEP_ERROR = (
     "Worker lost and attempt budget exhausted; run was not re-executed. "
     "Raise AGENTOS_MAX_ATTEMPTS to let a lost run execute again, or requeue it with POST /queue/jobs/{id}/requeue."
@@ -207,14 +206,20 @@ def ticket_expire(*, ticket_id: str) -> bool:
 
 def ticket_prune(*, retention_seconds: float, batch: int = 1000) -> int:
     """Delete up to `batch` terminal tickets completed more than `retention_seconds` ago; paused never. The executor
-    then forgets, for the tickets deleted, what their work kept only while they lived (`Executor.forget`)."""
-    old = Ticket.objects.filter(status__in=TERMINAL, completed_at__lt=Now() - _seconds(retention_seconds))
-    ids = list(old.values_list("pk", flat=True)[:batch])
+    then forgets, for the tickets deleted, what their work kept only while they lived (`Executor.forget`).
+
+    One statement finds and locks them (a requeue at the same moment either waits and finds the ticket gone, or
+    committed first, and PostgreSQL's re-check of the locked row skips it) and deletes them."""
     with transaction.atomic(), connection.cursor() as cursor:  # the tickets and what their work kept go together
-        cursor.execute(  # re-checked: one requeued meanwhile is not deleted
-            f"DELETE FROM {TABLE} WHERE id = ANY(%s::uuid[]) AND (SELECT status IN {_TERMINAL_SQL} "
-            "AND completed_at < statement_timestamp() - %s * interval '1 second') RETURNING id",
-            [[str(ticket_id) for ticket_id in ids], retention_seconds],
+        cursor.execute(
+            f"""
+            WITH old AS (SELECT id FROM {TABLE}
+                         WHERE status IN ('completed', 'failed', 'cancelled')
+                           AND completed_at < statement_timestamp() - %s * interval '1 second'
+                         LIMIT %s FOR UPDATE)
+            DELETE FROM {TABLE} AS t USING old WHERE t.id = old.id RETURNING t.id
+            """,
+            [retention_seconds, batch],
         )
         deleted = [str(ticket_id) for (ticket_id,) in cursor.fetchall()]
         if deleted:

@@ -1,9 +1,11 @@
 """Races proved with real, separate database connections (one per thread)."""
 
 import dataclasses
+import threading
 import uuid
 
 import pytest
+from django.db import connection, transaction
 
 from agentos_project.core.conf import current
 from queueing import tickets
@@ -11,9 +13,9 @@ from queueing.exceptions import QueueFull
 from queueing.models import Ticket
 from queueing.seam import NewTicket
 from queueing.sweeper import sweep_once
-from tests.support.waiting import in_threads
+from tests.support.waiting import in_threads, wait_until
 
-from .conftest import accept, backdate, claim, finish
+from .conftest import accept, backdate, claim, ended, finish, snapshot
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -110,3 +112,31 @@ def test_the_depth_cap_stays_exact_when_accepts_far_from_it_take_the_shared_lock
     assert Ticket.objects.filter(status="queued").count() == 30
     assert modes.count(tickets.FAST) == 48, "every accept tried the shared lock first"
     assert modes.count(tickets.EXACT) >= 18, "and counted exactly once it saw the queue near full"
+
+
+def test_a_ticket_requeued_while_a_prune_runs_is_not_pruned(executor):
+    ticket_id = ended("race-prune", "failed")
+    backdate(ticket_id, field="completed_at", seconds=7200)  # past the retention, and past the requeue's grace
+    requeuing = threading.Event()
+
+    def requeue_while_the_prune_waits() -> object:
+        with transaction.atomic():
+            requeued = tickets.ticket_requeue(ticket_id=ticket_id, grace_seconds=60)
+            requeuing.set()
+            wait_until(lambda: _lock_waiters() > 0, timeout=10, what="the prune to wait on the requeued ticket")
+        return requeued
+
+    def prune() -> object:
+        requeuing.wait(10)
+        return tickets.ticket_prune(retention_seconds=3600)
+
+    requeued, pruned = in_threads(2, lambda i: (requeue_while_the_prune_waits, prune)[i]())
+
+    assert (requeued, pruned) == (tickets.RequeueResult.REQUEUED, 0)
+    assert (snapshot(ticket_id)["status"], executor.forgotten) == ("queued", [])
+
+
+def _lock_waiters() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+        return cursor.fetchone()[0]
