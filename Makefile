@@ -16,7 +16,7 @@ $(RUNTIME): requirements.txt
 	$(PIP) -r requirements.txt
 	touch $(RUNTIME)
 
-$(DEV): requirements.txt requirements-dev.txt
+$(DEV): requirements.txt requirements-agno.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) -r requirements-dev.txt
 	touch $(RUNTIME) $(DEV)
