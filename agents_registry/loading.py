@@ -2,9 +2,11 @@
 own from AGENTOS_COMPONENTS.
 
 Each AGENTOS_COMPONENTS entry, `package.module[:attribute]`, names a list of components (the attribute, by default
-`components`) or a callable returning one. Whatever cannot be loaded (a module that fails to import, a missing
-attribute, an object that is not a component, an id that is not URL-safe, a kind and id registered twice) is
-`ComponentsRefused`, whose message is the one line start-up prints.
+`components`) or a callable returning one; Agno's own objects are taken as they are (`from_agno`): an
+`agno.os.AgentOS` app (its agents, teams and workflows), and Agno agents, teams and workflows in the list beside
+agentos's. Whatever cannot be loaded (a module that fails to import, Agno not installed for a module that needs it,
+a missing attribute, an object that is not a component, a component without an id or name, an id that is not
+URL-safe, a kind and id registered twice) is `ComponentsRefused`, whose message is the one line start-up prints.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from agentos_project.core.exceptions import first_line
 
 from .chat_models import OpenAIChat
 from .components import Agent, Component
+from .from_agno import AGNO, agno_components, is_agno
 from .registry import registry
 from .stubs import bench_components, stub_components
 
@@ -65,6 +68,13 @@ def entry_components(entry: str) -> list[Component]:
     attribute = attribute or DEFAULT_ATTRIBUTE
     try:
         module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if (error.name or "").split(".", 1)[0] == AGNO:
+            raise ComponentsRefused(
+                f"AGENTOS_COMPONENTS: {module_name} needs Agno, which is not installed: "
+                "pip install -r requirements-agno.txt"
+            ) from error
+        raise ComponentsRefused(f"AGENTOS_COMPONENTS: {module_name} failed to import: {_said(error)}") from error
     except Exception as error:
         raise ComponentsRefused(f"AGENTOS_COMPONENTS: {module_name} failed to import: {_said(error)}") from error
     if not hasattr(module, attribute):
@@ -75,8 +85,11 @@ def entry_components(entry: str) -> list[Component]:
             value = value()
         except Exception as error:
             raise ComponentsRefused(f"AGENTOS_COMPONENTS: {entry}() raised {_said(error)}") from error
+    if is_agno(value):  # an AgentOS app, or one Agno agent, team or workflow
+        value = [value]
     if isinstance(value, Component) or not isinstance(value, list | tuple):
         raise ComponentsRefused(f"AGENTOS_COMPONENTS: {entry} must be a list of components (got {_kind_of(value)})")
+    value = [component for given in value for component in _taken(entry, given)]
     for component in value:
         if not isinstance(component, Component):
             raise ComponentsRefused(
@@ -88,6 +101,16 @@ def entry_components(entry: str) -> list[Component]:
                 "(letters, digits, '-', '.', '_' and '~' only)"
             )
     return list(value)
+
+
+def _taken(entry: str, given: object) -> list:
+    """The components `given` stands for: itself, or the Agno components an Agno object holds."""
+    if not is_agno(given):
+        return [given]
+    try:
+        return agno_components(given)
+    except ValueError as error:
+        raise ComponentsRefused(f"AGENTOS_COMPONENTS: {entry}: {error}") from None
 
 
 def _said(error: BaseException) -> str:

@@ -28,6 +28,15 @@ REFUSALS = {
     "a stub's id": (
         f"AGENTOS_COMPONENTS: agent 'stub-agent' is given twice, by the demo stubs and by {USER}.twice:stub_again"
     ),
+    "an Agno agent without an id or name": (
+        f"AGENTOS_COMPONENTS: {USER}.agno_mixed:nameless: an Agno agent has neither an id nor a name"
+    ),
+    "an Agno id twice": (
+        f"AGENTOS_COMPONENTS: agent 'clerk' is given twice, by {USER}.agno_mixed:twice and by {USER}.agno_mixed:twice"
+    ),
+    "an Agno object of another kind": (
+        f"AGENTOS_COMPONENTS: {USER}.agno_mixed:not_a_component: OpenAIChat is not an Agno Agent, Team or Workflow"
+    ),
 }
 ENTRIES = {
     "broken": f"{USER}.broken",
@@ -38,6 +47,9 @@ ENTRIES = {
     "not URL-safe": f"{USER}.odd:spaced",
     "twice": f"{USER}.twice",
     "a stub's id": f"{USER}.twice:stub_again",
+    "an Agno agent without an id or name": f"{USER}.agno_mixed:nameless",
+    "an Agno id twice": f"{USER}.agno_mixed:twice",
+    "an Agno object of another kind": f"{USER}.agno_mixed:not_a_component",
 }
 
 
@@ -59,6 +71,47 @@ def test_a_module_attribute_and_a_callable_give_the_same_components():
     assert [c.id for c in from_list] == [c.id for c in from_callable] == ["support"]
     found = configured_components(AgentsSettings(demo_agents=False, components=(f"{USER}.good",)))
     assert [(origin, component.id) for origin, component in found] == [(f"{USER}.good", "support")]
+
+
+def test_an_agentos_app_gives_its_agents_and_teams_as_agno_made_them():
+    found = entry_components(f"{USER}.agno_app:agent_os")
+
+    assert [(c.kind, c.id, c.name, c.description, c.model_info) for c in found] == [
+        ("agent", "agno-helper", "Agno Helper", "Answers with what the session said before.", ("gpt-fake", "OpenAI")),
+        ("team", "editors", "Editors", "", ("gpt-fake", "OpenAI")),
+    ]
+    assert [c.num_history_runs for c in found] == [2, 0], "the runs Agno's history settings may choose from"
+    assert found[0].summary() == {
+        "id": "agno-helper",
+        "name": "Agno Helper",
+        "description": "Answers with what the session said before.",
+        "db_id": "agentos-db",
+        "model": {"id": "gpt-fake", "provider": "OpenAI"},
+    }
+
+
+def test_a_list_takes_agno_objects_beside_agentos_own():
+    found = entry_components(f"{USER}.agno_mixed")
+
+    assert [(c.kind, c.id) for c in found] == [("agent", "native"), ("agent", "clerk"), ("workflow", "digest")]
+    assert found[2].model_info == ("gpt-fake", "OpenAI"), "a workflow's first step's model"
+    assert [(tool.name, tool.requires_confirmation, tool.parameters["required"]) for tool in found[1].tools] == [
+        ("delete_file", True, ["path"]),
+        ("list_files", False, ["folder"]),
+    ], "a decorated function's and a toolkit's, as Agno makes them for a model"
+
+
+def test_a_module_that_needs_agno_without_agno_installed_stops_start_up_with_one_line():
+    without_agno = "import runpy, sys; sys.modules['agno'] = None; sys.argv = ['manage.py', 'components']; "
+    without_agno += "runpy.run_path('manage.py', run_name='__main__')"  # as if Agno were not installed
+
+    refused = run([sys.executable, "-c", without_agno], AGENTOS_COMPONENTS=f"{USER}.agno_app:agent_os")
+
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr.splitlines() == [
+        f"agentos: AGENTOS_COMPONENTS: {USER}.agno_app needs Agno, which is not installed: "
+        "pip install -r requirements-agno.txt"
+    ]
 
 
 @pytest.mark.parametrize("value", ["tests/agents.py", "pkg.mod:attr:more", "pkg..mod", "pkg.mod:"])

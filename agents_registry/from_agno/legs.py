@@ -1,0 +1,128 @@
+"""One leg of a run of an Agno component: a copy of the object, on an in-memory Agno db holding the session as
+agentos keeps it; Agno's events forwarded as they come; what Agno stored of the run, taken back for agentos to keep.
+
+agentos owns the session. The object's own `db` is never written by a run here: each leg copies the object
+(`deep_copy`) and gives the copy a fresh `InMemoryDb`, seeded with the session's state and with the earlier runs
+agentos stored, as Agno's db would hold them, so Agno's history settings choose from them as they do in Agno. What
+the leg wrote there is read back once it ends (the run as Agno stores it, the session's state) and kept only by
+agentos's fenced settle; the in-memory db goes with the leg.
+"""
+
+from __future__ import annotations
+
+import json
+
+from agno.db.base import SessionType
+from agno.db.in_memory import InMemoryDb
+from agno.run.agent import RunOutput
+from agno.run.base import RunStatus
+from agno.run.team import TeamRunOutput
+from agno.run.workflow import WorkflowRunOutput
+from agno.session.agent import AgentSession
+from agno.session.team import TeamSession
+from agno.session.workflow import WorkflowSession
+
+from ..context import LegStatus, RunContext, RunRequest, RunResult
+from ..events import AGENT, TEAM, WORKFLOW, event_name
+
+# The Agno records of each kind: its session, its run, the id field naming the component in the session.
+SESSIONS = {
+    AGENT: (SessionType.AGENT, AgentSession, RunOutput, "agent_id"),
+    TEAM: (SessionType.TEAM, TeamSession, TeamRunOutput, "team_id"),
+    WORKFLOW: (SessionType.WORKFLOW, WorkflowSession, WorkflowRunOutput, "workflow_id"),
+}
+OUTPUTS = (RunOutput, TeamRunOutput, WorkflowRunOutput)
+STATUSES = {
+    RunStatus.completed: LegStatus.COMPLETED,
+    RunStatus.paused: LegStatus.PAUSED,
+    RunStatus.cancelled: LegStatus.CANCELLED,
+}
+RUN_RECORD = "agno_run"  # how a stored run's messages hold the run as Agno stores it
+
+
+class AgnoRunFailed(Exception):
+    """The Agno run ended in error (its model or a tool failed): the attempt fails, and is retried while the run's
+    attempts last."""
+
+
+def run_leg(component, request: RunRequest, ctx: RunContext) -> RunResult:
+    """Run `component`'s Agno object once for `request`, on a copy, with the session as agentos keeps it."""
+    session_type, _, _, _ = SESSIONS[component.kind]
+    target = component.target.deep_copy()
+    target.db = InMemoryDb()
+    target.db.upsert_session(_session(component, ctx))
+    stream = target.run(
+        request.message,
+        session_id=ctx.session_id,
+        user_id=ctx.user_id,
+        run_id=ctx.run_id,
+        stream=True,
+        stream_events=True,
+    )
+    for item in stream:
+        if isinstance(item, OUTPUTS):
+            continue
+        _forward(item, component.kind, ctx)
+        if ctx.cancelled():
+            stream.close()
+            break
+    stored = target.db.get_session(session_id=ctx.session_id, session_type=session_type, deserialize=False)
+    return _result(stored, ctx)
+
+
+def _session(component, ctx: RunContext):
+    """The session as agentos keeps it, as Agno's db would hold it: its state, and the earlier runs of the window
+    agentos read (`ctx.history`: each stored run's Agno record)."""
+    _, session_class, run_class, component_field = SESSIONS[component.kind]
+    runs = [run_class.from_dict(entry[RUN_RECORD]) for entry in ctx.history if RUN_RECORD in entry]
+    return session_class(
+        session_id=ctx.session_id,
+        user_id=ctx.user_id,
+        session_data={"session_state": dict(ctx.session_state)},
+        runs=runs,
+        **{component_field: component.id},
+    )
+
+
+def _forward(event, kind: str, ctx: RunContext) -> None:
+    """An Agno event as AgentOS streams it, numbered by agentos. Member and step events keep their own run ids (and
+    `parent_run_id`). The run's own error and cancelled events are agentos's to emit, once, with the run's end."""
+    fields = _plain(event.to_dict())
+    name = fields.pop("event")
+    fields.pop("event_index", None)
+    if fields.get("run_id") == ctx.run_id and name in (event_name(kind, "error"), event_name(kind, "cancelled")):
+        return
+    ctx.emit(name, fields)
+
+
+def _result(stored: dict | None, ctx: RunContext) -> RunResult:
+    """How the leg ended, from the run as Agno stored it: its status, content and metrics, the session's state
+    after it; the record itself is the run's messages, the history of the session's later runs."""
+    record = next((run for run in (stored or {}).get("runs") or () if run.get("run_id") == ctx.run_id), None)
+    if record is None:
+        raise AgnoRunFailed("The Agno run ended without storing its run")
+    record = _plain(record)
+    status = RunStatus(record.get("status") or RunStatus.error)
+    if status not in STATUSES:
+        raise AgnoRunFailed(_text(record.get("content")) or f"The Agno run ended {status.value}")
+    state = ((stored or {}).get("session_data") or {}).get("session_state") or {}
+    content = record.get("content")
+    return RunResult(
+        STATUSES[status],
+        _text(content),
+        [{RUN_RECORD: record}],
+        _plain(state),
+        metrics=record.get("metrics") or {},
+        content_type=record.get("content_type") or "str",
+    )
+
+
+def _text(content) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    return json.dumps(content)
+
+
+def _plain(value):
+    """`value` as JSON holds it (Agno's dicts may hold enums, datetimes, models)."""
+    return json.loads(json.dumps(value, default=str))

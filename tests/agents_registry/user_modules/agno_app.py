@@ -1,0 +1,30 @@
+"""A team's AgentOS app module, exactly as Agno's docs show one: Agno's own `Agent` and `Team` on Agno's
+`OpenAIChat`, given to `AgentOS(agents=[...], teams=[...])`. The model is the tests' fake OpenAI server
+(FAKE_OPENAI_URL). agentos takes the app itself: `AGENTOS_COMPONENTS=tests.agents_registry.user_modules.agno_app:
+agent_os`."""
+
+import os
+
+from agno.agent import Agent
+from agno.models.openai import OpenAIChat
+from agno.os import AgentOS
+from agno.team import Team
+
+
+def model() -> OpenAIChat:
+    return OpenAIChat(id="gpt-fake", base_url=os.environ.get("FAKE_OPENAI_URL", "http://127.0.0.1:9/v1"), api_key="k")
+
+
+helper = Agent(
+    name="Agno Helper",
+    description="Answers with what the session said before.",
+    model=model(),
+    instructions="Be brief.",
+    add_history_to_context=True,
+    num_history_runs=2,
+)
+writer = Agent(id="writer", name="Writer", model=model())
+editors = Team(id="editors", name="Editors", members=[writer], model=model())
+
+agent_os = AgentOS(agents=[helper], teams=[editors])
+app = agent_os.get_app()
