@@ -14,8 +14,10 @@ import json
 
 from agno.db.base import SessionType
 from agno.db.in_memory import InMemoryDb
+from agno.models.response import ToolExecution
 from agno.run.agent import RunOutput
 from agno.run.base import RunStatus
+from agno.run.requirement import RunRequirement
 from agno.run.team import TeamRunOutput
 from agno.run.workflow import WorkflowRunOutput
 from agno.session.agent import AgentSession
@@ -50,15 +52,12 @@ def run_leg(component, request: RunRequest, ctx: RunContext) -> RunResult:
     session_type, _, _, _ = SESSIONS[component.kind]
     target = component.target.deep_copy()
     target.db = InMemoryDb()
-    target.db.upsert_session(_session(component, ctx))
-    stream = target.run(
-        request.message,
-        session_id=ctx.session_id,
-        user_id=ctx.user_id,
-        run_id=ctx.run_id,
-        stream=True,
-        stream_events=True,
-    )
+    target.db.upsert_session(_session(component, request, ctx))
+    options = {"session_id": ctx.session_id, "user_id": ctx.user_id, "stream": True, "stream_events": True}
+    if request.decided_tools is None:
+        stream = target.run(request.message, run_id=ctx.run_id, **options)
+    else:  # the paused run, in the session, continued with the client's decisions
+        stream = target.continue_run(run_id=ctx.run_id, **_decisions(request.decided_tools), **options)
     for item in stream:
         if isinstance(item, OUTPUTS):
             continue
@@ -70,11 +69,13 @@ def run_leg(component, request: RunRequest, ctx: RunContext) -> RunResult:
     return _result(stored, ctx)
 
 
-def _session(component, ctx: RunContext):
-    """The session as agentos keeps it, as Agno's db would hold it: its state, and the earlier runs of the window
-    agentos read (`ctx.history`: each stored run's Agno record)."""
+def _session(component, request: RunRequest, ctx: RunContext):
+    """The session as agentos keeps it, as Agno's db would hold it: its state, the earlier runs of the window agentos
+    read (`ctx.history`: each stored run's Agno record), and for a continuation the paused run itself (its record,
+    the run's messages)."""
     _, session_class, run_class, component_field = SESSIONS[component.kind]
-    runs = [run_class.from_dict(entry[RUN_RECORD]) for entry in ctx.history if RUN_RECORD in entry]
+    records = [*ctx.history, *(request.run_messages if request.decided_tools is not None else [])]
+    runs = [run_class.from_dict(_plain(entry[RUN_RECORD])) for entry in records if RUN_RECORD in entry]
     return session_class(
         session_id=ctx.session_id,
         user_id=ctx.user_id,
@@ -82,6 +83,14 @@ def _session(component, ctx: RunContext):
         runs=runs,
         **{component_field: component.id},
     )
+
+
+def _decisions(decided: list[dict]) -> dict:
+    """The client's decisions on the paused calls (agentos's `decisions`: each pending call with what was decided),
+    as Agno's AgentOS hands them to `continue_run`: tool executions, and a requirement of each."""
+    executions = [ToolExecution.from_dict(_plain(call)) for call in decided]
+    return {"requirements": [RunRequirement(tool_execution=execution) for execution in executions],
+            "updated_tools": executions}  # fmt: skip
 
 
 def _forward(event, kind: str, ctx: RunContext) -> None:
@@ -112,9 +121,17 @@ def _result(stored: dict | None, ctx: RunContext) -> RunResult:
         _text(content),
         [{RUN_RECORD: record}],
         _plain(state),
+        tools=_pending(record) if status == RunStatus.paused else None,
         metrics=record.get("metrics") or {},
         content_type=record.get("content_type") or "str",
     )
+
+
+def _pending(record: dict) -> list[dict]:
+    """The calls a paused run waits on the client for (its unresolved requirements' tool executions), as agentos
+    asks the client to answer them."""
+    requirements = [RunRequirement.from_dict(_plain(entry)) for entry in record.get("requirements") or ()]
+    return [_plain(r.tool_execution.to_dict()) for r in requirements if r.tool_execution and not r.is_resolved()]
 
 
 def _text(content) -> str:

@@ -3,9 +3,11 @@ worker, sweeper) through the queue, on the tests' fake OpenAI server, driven by 
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from agno.client import AgentOSClient
-from agno.run.agent import RunCompletedEvent, RunContentEvent, RunStartedEvent
+from agno.run.agent import RunCompletedEvent, RunContentEvent, RunOutput, RunStartedEvent
 
 from runs.models import Run, RunEvent
 
@@ -71,3 +73,71 @@ def test_agnos_history_settings_choose_from_the_runs_agentos_kept(agno_serve, fa
     assert asked[2][:2] == [("user", "question 0"), ("assistant", "answer to question 0")]
     last = Run.objects.filter(session_id="agno-history").order_by("-completed_at").first()
     assert last.run_messages[0]["agno_run"]["content"] == "answer to question 3"
+
+
+HITL = "tests.agents_registry.user_modules.agno_hitl:agent_os"
+
+
+@pytest.fixture
+def hitl_serve(start_serve, fake_openai, tmp_path):
+    """`serve` with the human-in-the-loop app; what its tools ran is in the file `serve.ran` names."""
+    ran = tmp_path / "ran.txt"
+    serve = start_serve(AGENTOS_COMPONENTS=HITL, FAKE_OPENAI_URL=fake_openai.url, AGNO_RAN_FILE=str(ran))
+    serve.ran = lambda: ran.read_text().splitlines() if ran.exists() else []
+    return serve
+
+
+def paused_requirements(serve, run, client, agent: str, message: str, session: str):
+    accepted = run(client.run_agent(agent, message, session_id=session, background="true"))
+    polled = serve.wait_status(accepted.run_id, session, "PAUSED", prefix=f"/agents/{agent}")
+    return accepted.run_id, polled, RunOutput.from_dict(copy.deepcopy(polled)).active_requirements  # it takes keys
+
+
+def test_a_confirmed_agno_tool_pauses_its_run_and_runs_once_when_continued(hitl_serve, fake_openai, run):
+    fake_openai.answer(
+        Answer(tool_calls=[("call_1", "delete_file", {"path": "/tmp/x"})]), Answer(text="Deleted /tmp/x.")
+    )
+    client = AgentOSClient(base_url=hitl_serve.url)
+    run_id, polled, requirements = paused_requirements(hitl_serve, run, client, "clerk", "delete /tmp/x", "agno-c1")
+
+    assert [(r.tool_execution.tool_name, r.tool_execution.tool_args) for r in requirements] == [
+        ("delete_file", {"path": "/tmp/x"})
+    ]
+    assert [tool["tool_call_id"] for tool in polled["tools"]] == ["call_1"]
+    assert hitl_serve.ran() == [], "nothing ran before the confirmation"
+    for requirement in requirements:
+        requirement.confirm()
+    tools = [requirement.tool_execution for requirement in requirements]
+    continued = run(client.continue_agent_run("clerk", run_id, tools, session_id="agno-c1", background="true"))
+    done = hitl_serve.wait_status(run_id, "agno-c1", "COMPLETED", prefix="/agents/clerk")
+
+    assert (continued.run_id, done["content"], done["queue_attempt"]) == (run_id, "Deleted /tmp/x.", 2)
+    assert hitl_serve.ran() == ["deleted /tmp/x"]
+    events = [event["event"] for event in done["events"]]
+    assert events.count("RunPaused") == 1 and events.count("RunContinued") == 1 and events.count("RunCompleted") == 1
+
+
+def test_an_agno_tool_the_client_executes_and_one_asking_for_user_input_continue(hitl_serve, fake_openai, run):
+    client = AgentOSClient(base_url=hitl_serve.url)
+    fake_openai.answer(
+        Answer(tool_calls=[("call_r", "restart_service", {"name": "nginx"})]), Answer(text="nginx is back.")
+    )
+    run_id, _, requirements = paused_requirements(hitl_serve, run, client, "operator", "restart nginx", "agno-x1")
+    requirements[0].set_external_execution_result("nginx restarted on the client")
+    tools = [requirement.tool_execution for requirement in requirements]
+    run(client.continue_agent_run("operator", run_id, tools, session_id="agno-x1", background="true"))
+    restarted = hitl_serve.wait_status(run_id, "agno-x1", "COMPLETED", prefix="/agents/operator")
+
+    fake_openai.answer(Answer(tool_calls=[("call_m", "send_email", {"subject": "Hello"})]), Answer(text="Sent."))
+    run_id, _, requirements = paused_requirements(hitl_serve, run, client, "mailer", "email Ada", "agno-u1")
+    asked = [(field.name, field.value) for field in requirements[0].user_input_schema]
+    requirements[0].provide_user_input({"to_address": "ada@example.com"})
+    tools = [requirement.tool_execution for requirement in requirements]
+    run(client.continue_agent_run("mailer", run_id, tools, session_id="agno-u1", background="true"))
+    sent = hitl_serve.wait_status(run_id, "agno-u1", "COMPLETED", prefix="/agents/mailer")
+
+    assert restarted["content"] == "nginx is back."
+    told = [m for m in fake_openai.requests[1]["messages"] if m["role"] == "tool"]
+    assert [m["content"] for m in told] == ["nginx restarted on the client"]
+    assert (asked, sent["content"]) == ([("subject", "Hello"), ("to_address", None)], "Sent.")
+    assert hitl_serve.ran() == ["sent 'Hello' to ada@example.com"], "the client's restart never ran here"
