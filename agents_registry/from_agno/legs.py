@@ -23,6 +23,7 @@ from agno.run.workflow import WorkflowRunOutput
 from agno.session.agent import AgentSession
 from agno.session.team import TeamSession
 from agno.session.workflow import WorkflowSession
+from agno.workflow.types import StepRequirement
 
 from ..context import LegStatus, RunContext, RunRequest, RunResult
 from ..events import AGENT, TEAM, WORKFLOW, event_name
@@ -57,16 +58,23 @@ def run_leg(component, request: RunRequest, ctx: RunContext) -> RunResult:
     if request.decided_tools is None:
         stream = target.run(request.message, run_id=ctx.run_id, **options)
     else:  # the paused run, in the session, continued with the client's decisions
-        stream = target.continue_run(run_id=ctx.run_id, **_decisions(request.decided_tools), **options)
+        paused = request.run_messages[0][RUN_RECORD]
+        stream = target.continue_run(
+            run_id=ctx.run_id, **_decisions(component.kind, paused, request.decided_tools), **options
+        )
+    told = set()
     for item in stream:
         if isinstance(item, OUTPUTS):
             continue
-        _forward(item, component.kind, ctx)
+        told.add(_forward(item, component.kind, ctx))
         if ctx.cancelled():
             stream.close()
             break
     stored = target.db.get_session(session_id=ctx.session_id, session_type=session_type, deserialize=False)
-    return _result(stored, ctx)
+    result, record = _result(stored, ctx)
+    if result.status == LegStatus.PAUSED and event_name(component.kind, "paused") not in told:
+        ctx.emit(event_name(component.kind, "paused"), _pause_told(record))  # a workflow's executor pause
+    return result
 
 
 def _session(component, request: RunRequest, ctx: RunContext):
@@ -85,28 +93,56 @@ def _session(component, request: RunRequest, ctx: RunContext):
     )
 
 
-def _decisions(decided: list[dict]) -> dict:
+def _decisions(kind: str, paused: dict, decided: list[dict]) -> dict:
     """The client's decisions on the paused calls (agentos's `decisions`: each pending call with what was decided),
-    as Agno's AgentOS hands them to `continue_run`: tool executions, and a requirement of each."""
-    executions = [ToolExecution.from_dict(_plain(call)) for call in decided]
-    return {"requirements": [RunRequirement(tool_execution=execution) for execution in executions],
-            "updated_tools": executions}  # fmt: skip
+    as Agno's AgentOS hands them to `continue_run`: the paused run's requirements (a workflow's step requirements,
+    their executor's requirements) each with its call decided; for an agent, the decided calls as tool executions
+    too."""
+    by_call = {call["tool_call_id"]: call for call in _plain(decided)}
+    if kind == WORKFLOW:
+        steps = _plain(paused.get("step_requirements") or [])
+        for step in steps:
+            for requirement in step.get("executor_requirements") or ():
+                _decide(requirement, by_call)
+        return {"step_requirements": [StepRequirement.from_dict(step) for step in steps]}
+    requirements = _plain(paused.get("requirements") or [])
+    for requirement in requirements:
+        _decide(requirement, by_call)
+    parsed = [RunRequirement.from_dict(requirement) for requirement in requirements]
+    if kind != AGENT:
+        return {"requirements": parsed}
+    return {"requirements": parsed, "updated_tools": [ToolExecution.from_dict(call) for call in by_call.values()]}
 
 
-def _forward(event, kind: str, ctx: RunContext) -> None:
-    """An Agno event as AgentOS streams it, numbered by agentos. Member and step events keep their own run ids (and
-    `parent_run_id`). The run's own error and cancelled events are agentos's to emit, once, with the run's end."""
+def _decide(requirement: dict, by_call: dict[str, dict]) -> None:
+    call = (requirement.get("tool_execution") or {}).get("tool_call_id")
+    if call in by_call:
+        requirement["tool_execution"] = by_call[call]
+
+
+def _forward(event, kind: str, ctx: RunContext) -> str:
+    """An Agno event as AgentOS streams it, numbered by agentos; its name. Member and step events keep their own run
+    ids (and `parent_run_id`). The run's own error and cancelled events are agentos's to emit, once, with the run's
+    end."""
     fields = _plain(event.to_dict())
     name = fields.pop("event")
     fields.pop("event_index", None)
     if fields.get("run_id") == ctx.run_id and name in (event_name(kind, "error"), event_name(kind, "cancelled")):
-        return
+        return name
     ctx.emit(name, fields)
+    return name
 
 
-def _result(stored: dict | None, ctx: RunContext) -> RunResult:
+def _pause_told(record: dict) -> dict:
+    """The pause event of a run that paused without one of its own (a workflow whose step's agent paused: Agno tells
+    only `StepExecutorPaused`), as Agno's `WorkflowPausedEvent` tells a pause: from the stored run."""
+    told = ("content", "status", "paused_step_index", "paused_step_name", "pause_kind", "step_requirements")
+    return {key: record[key] for key in told if record.get(key) is not None}
+
+
+def _result(stored: dict | None, ctx: RunContext) -> tuple[RunResult, dict]:
     """How the leg ended, from the run as Agno stored it: its status, content and metrics, the session's state
-    after it; the record itself is the run's messages, the history of the session's later runs."""
+    after it; the record itself is the run's messages, the history of the session's later runs. And the record."""
     record = next((run for run in (stored or {}).get("runs") or () if run.get("run_id") == ctx.run_id), None)
     if record is None:
         raise AgnoRunFailed("The Agno run ended without storing its run")
@@ -116,7 +152,7 @@ def _result(stored: dict | None, ctx: RunContext) -> RunResult:
         raise AgnoRunFailed(_text(record.get("content")) or f"The Agno run ended {status.value}")
     state = ((stored or {}).get("session_data") or {}).get("session_state") or {}
     content = record.get("content")
-    return RunResult(
+    result = RunResult(
         STATUSES[status],
         _text(content),
         [{RUN_RECORD: record}],
@@ -125,12 +161,17 @@ def _result(stored: dict | None, ctx: RunContext) -> RunResult:
         metrics=record.get("metrics") or {},
         content_type=record.get("content_type") or "str",
     )
+    return result, record
 
 
 def _pending(record: dict) -> list[dict]:
     """The calls a paused run waits on the client for (its unresolved requirements' tool executions), as agentos
     asks the client to answer them."""
-    requirements = [RunRequirement.from_dict(_plain(entry)) for entry in record.get("requirements") or ()]
+    steps = record.get("step_requirements") or ()
+    listed = record.get("requirements") or [
+        entry for step in steps for entry in step.get("executor_requirements") or ()
+    ]
+    requirements = [RunRequirement.from_dict(_plain(entry)) for entry in listed]
     return [_plain(r.tool_execution.to_dict()) for r in requirements if r.tool_execution and not r.is_resolved()]
 
 

@@ -8,6 +8,9 @@ import copy
 import pytest
 from agno.client import AgentOSClient
 from agno.run.agent import RunCompletedEvent, RunContentEvent, RunOutput, RunStartedEvent
+from agno.run.requirement import RunRequirement
+from agno.run.team import TeamRunOutput
+from agno.run.workflow import WorkflowRunOutput
 
 from runs.models import Run, RunEvent
 
@@ -141,3 +144,56 @@ def test_an_agno_tool_the_client_executes_and_one_asking_for_user_input_continue
     assert [m["content"] for m in told] == ["nginx restarted on the client"]
     assert (asked, sent["content"]) == ([("subject", "Hello"), ("to_address", None)], "Sent.")
     assert hitl_serve.ran() == ["sent 'Hello' to ada@example.com"], "the client's restart never ran here"
+
+
+def delegating(request: dict) -> Answer:
+    """The fake model as a team's leader, its member and a workflow's steps use it: each asks by the tools offered."""
+    offered = [tool["function"]["name"] for tool in request.get("tools") or ()]
+    first = request["messages"][-1]["role"] == "user"
+    if "delegate_task_to_member" in offered and first:
+        return Answer(tool_calls=[("call_d", "delegate_task_to_member", {"member_id": "files-clerk", "task": "rm x"})])
+    if "delete_file" in offered and first:
+        return Answer(tool_calls=[("call_1", "delete_file", {"path": "/tmp/x"})])
+    return Answer(text="all tidy")
+
+
+def test_an_agno_team_whose_member_pauses_continues_on_the_members_requirement(hitl_serve, fake_openai, run):
+    fake_openai.respond(delegating)
+    client = AgentOSClient(base_url=hitl_serve.url)
+
+    accepted = run(client.run_team("office", "tidy /tmp", session_id="agno-t1", background="true"))
+    polled = hitl_serve.wait_status(accepted.run_id, "agno-t1", "PAUSED", prefix="/teams/office")
+    requirements = TeamRunOutput.from_dict(copy.deepcopy(polled)).active_requirements
+    asked = [(r.tool_execution.tool_name, r.member_agent_id) for r in requirements]
+    for requirement in requirements:
+        requirement.confirm()
+    run(client.continue_team_run("office", accepted.run_id, requirements, session_id="agno-t1", background="true"))
+    done = hitl_serve.wait_status(accepted.run_id, "agno-t1", "COMPLETED", prefix="/teams/office")
+
+    assert asked == [("delete_file", "files-clerk")]
+    assert (done["content"], done["queue_attempt"], hitl_serve.ran()) == ("all tidy", 2, ["deleted /tmp/x"])
+    members = {event["run_id"] for event in done["events"] if event.get("agent_id") == "files-clerk"}
+    assert len(members) == 1 and members != {accepted.run_id}, "the member's events keep its own run id"
+    assert {event.get("parent_run_id") for event in done["events"] if event["run_id"] in members} == {accepted.run_id}
+    ended = [event["event"] for event in done["events"] if event["run_id"] == accepted.run_id]
+    assert (ended.count("TeamRunPaused"), ended.count("TeamRunCompleted"), ended[-1]) == (1, 1, "TeamRunCompleted")
+
+
+def test_an_agno_workflow_whose_step_pauses_continues_on_its_step_requirement(hitl_serve, fake_openai, run):
+    fake_openai.respond(delegating)
+    client = AgentOSClient(base_url=hitl_serve.url)
+
+    accepted = run(client.run_workflow("tidy", "tidy /tmp", session_id="agno-w1", background="true"))
+    polled = hitl_serve.wait_status(accepted.run_id, "agno-w1", "PAUSED", prefix="/workflows/tidy")
+    [step] = WorkflowRunOutput.from_dict(copy.deepcopy(polled)).steps_requiring_executor_resolution
+    asked = [RunRequirement.from_dict(requirement) for requirement in step.executor_requirements]
+    for requirement in asked:
+        requirement.confirm()
+    step.executor_requirements = [requirement.to_dict() for requirement in asked]
+    run(client.continue_workflow_run("tidy", accepted.run_id, [step], session_id="agno-w1", background="true"))
+    done = hitl_serve.wait_status(accepted.run_id, "agno-w1", "COMPLETED", prefix="/workflows/tidy")
+
+    assert (step.step_name, [r.tool_execution.tool_name for r in asked]) == ("clean", ["delete_file"])
+    assert (done["content"], done["queue_attempt"], hitl_serve.ran()) == ("all tidy", 2, ["deleted /tmp/x"])
+    told = [event["event"] for event in done["events"] if event["run_id"] == accepted.run_id]
+    assert told.count("WorkflowPaused") == 1 and told[-1] == "WorkflowCompleted"

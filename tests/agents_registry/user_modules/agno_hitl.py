@@ -8,7 +8,9 @@ import os
 from agno.agent import Agent
 from agno.models.openai import OpenAIChat
 from agno.os import AgentOS
+from agno.team import Team
 from agno.tools import tool
+from agno.workflow import Step, Workflow
 
 
 def model() -> OpenAIChat:
@@ -43,4 +45,14 @@ clerk = Agent(id="clerk", name="Clerk", model=model(), tools=[delete_file])
 operator = Agent(id="operator", name="Operator", model=model(), tools=[restart_service])
 mailer = Agent(id="mailer", name="Mailer", model=model(), tools=[send_email])
 
-agent_os = AgentOS(agents=[clerk, operator, mailer])
+
+# A team whose member's tool needs confirmation, and a workflow whose first step's agent's does; the team's leader
+# delegates to its member (the fake model answers by the tools each request offers).
+files_clerk = Agent(id="files-clerk", name="Files Clerk", model=model(), tools=[delete_file])
+office = Team(id="office", name="Office", members=[files_clerk], model=model())
+reporter = Agent(id="reporter", name="Reporter", model=model())
+tidy = Workflow(
+    id="tidy", name="Tidy", steps=[Step(name="clean", agent=files_clerk), Step(name="report", agent=reporter)]
+)
+
+agent_os = AgentOS(agents=[clerk, operator, mailer], teams=[office], workflows=[tidy])
