@@ -27,6 +27,7 @@ from agno.workflow.types import StepRequirement
 
 from ..context import LegStatus, RunContext, RunRequest, RunResult
 from ..events import AGENT, TEAM, WORKFLOW, event_name
+from .cancels import cancellations
 
 # The Agno records of each kind: its session, its run, the id field naming the component in the session.
 SESSIONS = {
@@ -63,13 +64,10 @@ def run_leg(component, request: RunRequest, ctx: RunContext) -> RunResult:
             run_id=ctx.run_id, **_decisions(component.kind, paused, request.decided_tools), **options
         )
     told = set()
-    for item in stream:
-        if isinstance(item, OUTPUTS):
-            continue
-        told.add(_forward(item, component.kind, ctx))
-        if ctx.cancelled():
-            stream.close()
-            break
+    with cancellations().watching(ctx.run_id, ctx.cancelled):  # an agentos cancel stops it at Agno's checkpoints
+        for item in stream:
+            if not isinstance(item, OUTPUTS):
+                told.add(_forward(item, component.kind, ctx, told))
     stored = target.db.get_session(session_id=ctx.session_id, session_type=session_type, deserialize=False)
     result, record = _result(stored, ctx)
     if result.status == LegStatus.PAUSED and event_name(component.kind, "paused") not in told:
@@ -120,14 +118,18 @@ def _decide(requirement: dict, by_call: dict[str, dict]) -> None:
         requirement["tool_execution"] = by_call[call]
 
 
-def _forward(event, kind: str, ctx: RunContext) -> str:
+def _forward(event, kind: str, ctx: RunContext, told: set[str]) -> str:
     """An Agno event as AgentOS streams it, numbered by agentos; its name. Member and step events keep their own run
     ids (and `parent_run_id`). The run's own error and cancelled events are agentos's to emit, once, with the run's
-    end."""
+    end; so is the completed event Agno sends after them (a cancelled Agno run tells RunCancelled, then
+    RunCompleted)."""
     fields = _plain(event.to_dict())
     name = fields.pop("event")
     fields.pop("event_index", None)
-    if fields.get("run_id") == ctx.run_id and name in (event_name(kind, "error"), event_name(kind, "cancelled")):
+    ended = {event_name(kind, "error"), event_name(kind, "cancelled")}
+    if fields.get("run_id") == ctx.run_id and (
+        name in ended or (name == event_name(kind, "completed") and told & ended)
+    ):
         return name
     ctx.emit(name, fields)
     return name

@@ -13,6 +13,7 @@ from agno.run.team import TeamRunOutput
 from agno.run.workflow import WorkflowRunOutput
 
 from runs.models import Run, RunEvent
+from tests.support.waiting import wait_until
 
 from ..fake_openai import Answer
 
@@ -197,3 +198,19 @@ def test_an_agno_workflow_whose_step_pauses_continues_on_its_step_requirement(hi
     assert (done["content"], done["queue_attempt"], hitl_serve.ran()) == ("all tidy", 2, ["deleted /tmp/x"])
     told = [event["event"] for event in done["events"] if event["run_id"] == accepted.run_id]
     assert told.count("WorkflowPaused") == 1 and told[-1] == "WorkflowCompleted"
+
+
+def test_a_cancel_stops_a_running_agno_run_at_its_next_checkpoint(hitl_serve, fake_openai, run):
+    fake_openai.answer(Answer(tool_calls=[("call_c", "count_slowly", {"to": 3})]), Answer(text="never asked"))
+    client = AgentOSClient(base_url=hitl_serve.url)
+    accepted = run(client.run_agent("counter", "count to 3", session_id="agno-x9", background="true"))
+    wait_until(lambda: hitl_serve.ran() == ["counting to 3"], timeout=20, what="the tool to start")
+
+    run(client.cancel_agent_run("counter", accepted.run_id))
+    cancelled = hitl_serve.wait_status(accepted.run_id, "agno-x9", "CANCELLED", prefix="/agents/counter")
+
+    assert cancelled["cancellation_stage"] == "EXECUTING"
+    assert len(fake_openai.requests) == 1, "Agno stopped at the checkpoint after the tool: no second model call"
+    assert hitl_serve.ran() == ["counting to 3", "counted to 3"], "a started tool is not killed, as in Agno"
+    told = [event["event"] for event in cancelled["events"]]
+    assert (told.count("RunCancelled"), told[-1], "RunCompleted" in told) == (1, "RunCancelled", False), told

@@ -1,9 +1,11 @@
 """Agno agents whose tools need the client, as Agno's human-in-the-loop docs write them: one confirmed, one executed
-by the client (external execution), one asking the user for a value (user input). Each tool run counts itself in
-RAN, a file the test names (AGNO_RAN_FILE), one line per run, in whichever process runs it. The model is the tests'
+by the client (external execution), one asking the user for a value (user input); one whose tool takes 3 s (a run
+to cancel meanwhile); a team and a workflow whose member's and step's tool needs confirmation. Each tool run counts
+itself in a file the test names (AGNO_RAN_FILE), one line per run, in whichever process runs it. The model is the tests'
 fake OpenAI server (FAKE_OPENAI_URL)."""
 
 import os
+import time
 
 from agno.agent import Agent
 from agno.models.openai import OpenAIChat
@@ -46,6 +48,17 @@ operator = Agent(id="operator", name="Operator", model=model(), tools=[restart_s
 mailer = Agent(id="mailer", name="Mailer", model=model(), tools=[send_email])
 
 
+@tool
+def count_slowly(to: int) -> str:
+    """Count, slowly."""
+    ran(f"counting to {to}")
+    time.sleep(3)
+    return ran(f"counted to {to}")
+
+
+counter = Agent(id="counter", name="Counter", model=model(), tools=[count_slowly])
+
+
 # A team whose member's tool needs confirmation, and a workflow whose first step's agent's does; the team's leader
 # delegates to its member (the fake model answers by the tools each request offers).
 files_clerk = Agent(id="files-clerk", name="Files Clerk", model=model(), tools=[delete_file])
@@ -55,4 +68,4 @@ tidy = Workflow(
     id="tidy", name="Tidy", steps=[Step(name="clean", agent=files_clerk), Step(name="report", agent=reporter)]
 )
 
-agent_os = AgentOS(agents=[clerk, operator, mailer], teams=[office], workflows=[tidy])
+agent_os = AgentOS(agents=[clerk, operator, mailer, counter], teams=[office], workflows=[tidy])
