@@ -28,6 +28,7 @@ from agno.workflow.types import StepRequirement
 from ..context import LegStatus, RunContext, RunRequest, RunResult
 from ..events import AGENT, TEAM, WORKFLOW, event_name
 from .cancels import cancellations
+from .durable import Stopped, journal_tool_calls
 
 # The Agno records of each kind: its session, its run, the id field naming the component in the session.
 SESSIONS = {
@@ -55,6 +56,7 @@ def run_leg(component, request: RunRequest, ctx: RunContext) -> RunResult:
     target = component.target.deep_copy()
     target.db = InMemoryDb()
     target.db.upsert_session(_session(component, request, ctx))
+    stopped = journal_tool_calls(target, ctx) if ctx.journal.keeps else Stopped()
     options = {"session_id": ctx.session_id, "user_id": ctx.user_id, "stream": True, "stream_events": True}
     if request.decided_tools is None:
         stream = target.run(request.message, run_id=ctx.run_id, **options)
@@ -68,6 +70,8 @@ def run_leg(component, request: RunRequest, ctx: RunContext) -> RunResult:
         for item in stream:
             if not isinstance(item, OUTPUTS):
                 told.add(_forward(item, component.kind, ctx, told))
+    if stopped.error is not None:  # a tool hook stopped the run: the journal refused it, or a call fails it
+        raise stopped.error
     stored = target.db.get_session(session_id=ctx.session_id, session_type=session_type, deserialize=False)
     result, record = _result(stored, ctx)
     if result.status == LegStatus.PAUSED and event_name(component.kind, "paused") not in told:

@@ -4,6 +4,7 @@ worker, sweeper) through the queue, on the tests' fake OpenAI server, driven by 
 from __future__ import annotations
 
 import copy
+import signal
 
 import pytest
 from agno.client import AgentOSClient
@@ -12,7 +13,8 @@ from agno.run.requirement import RunRequirement
 from agno.run.team import TeamRunOutput
 from agno.run.workflow import WorkflowRunOutput
 
-from runs.models import Run, RunEvent
+from agents_registry.journal import OUTCOME_UNKNOWN
+from runs.models import AgentSession, Run, RunEvent
 from tests.support.waiting import wait_until
 
 from ..fake_openai import Answer
@@ -214,3 +216,51 @@ def test_a_cancel_stops_a_running_agno_run_at_its_next_checkpoint(hitl_serve, fa
     assert hitl_serve.ran() == ["counting to 3", "counted to 3"], "a started tool is not killed, as in Agno"
     told = [event["event"] for event in cancelled["events"]]
     assert (told.count("RunCancelled"), told[-1], "RunCompleted" in told) == (1, "RunCancelled", False), told
+
+
+def booking(request: dict) -> Answer:
+    """The fake model as the booker uses it, asked again by a later attempt: its answer by the tool results so far."""
+    told = [message for message in request["messages"] if message["role"] == "tool"]
+    if not told:
+        return Answer(tool_calls=[("call_1", "reserve_seat", {"flight": "LH 400"})])
+    if len(told) == 1:
+        return Answer(tool_calls=[("call_2", "send_email", {"to": "ada@example.com"})])
+    return Answer(text=f"Booked; the email: {told[-1]['content']}")
+
+
+def test_an_agno_run_killed_inside_a_tool_resumes_without_repeating_the_one_completed(
+    start_web, start_worker, start_sweeper, fake_openai, tmp_path
+):
+    ran, hang = tmp_path / "ran.txt", tmp_path / "hang"
+    hang.touch()
+    env = {
+        "AGENTOS_COMPONENTS": "tests.agents_registry.user_modules.agno_ledger",
+        "FAKE_OPENAI_URL": fake_openai.url,
+        "AGNO_RAN_FILE": str(ran),
+        "LEDGER_HANG": str(hang),
+        "AGENTOS_MAX_ATTEMPTS": "2",
+        "AGENTOS_LOCK_GRACE_SECONDS": "3",
+        "AGENTOS_POLL_INTERVAL": "0.5",
+    }
+    fake_openai.respond(booking)
+    web = start_web(**env)
+    start_sweeper(**env)
+    worker = start_worker(concurrency=1, **env)
+    lines = lambda: ran.read_text().splitlines() if ran.exists() else []  # noqa: E731
+
+    run_id = web.submitted("agno-trip", "book LH 400", prefix="/agents/booker")
+    wait_until(lambda: lines() == ["reserved LH 400", "emailed ada@example.com"], timeout=30, what="send_email")
+    worker.signal(signal.SIGKILL)
+    hang.unlink()
+    start_worker(concurrency=1, **env)
+    polled = web.wait_status(run_id, "agno-trip", "COMPLETED", prefix="/agents/booker", timeout=40)
+
+    assert lines() == ["reserved LH 400", "emailed ada@example.com"], "neither tool ran again"
+    unknown = OUTCOME_UNKNOWN.format(tool="send_email", call_id="-")
+    assert polled["content"] == f"Booked; the email: {unknown}"
+    assert polled["queue_attempt"] == 2
+    assert [(s["kind"], s["tool"], s["status"], s["attempt"]) for s in polled["steps"]] == [
+        ("tool", "reserve_seat", "completed", 1),
+        ("tool", "send_email", "completed", 2),
+    ]
+    assert AgentSession.objects.get(pk="agno-trip").session_state == {"seat": "12A on LH 400"}
