@@ -9,13 +9,13 @@ import dataclasses
 from agno.agent import Agent
 from agno.team import Team
 from agno.tools.function import Function
-from agno.tools.toolkit import Toolkit
 from agno.utils.string import generate_id_from_name
 from agno.workflow import Workflow
 
 from ..components import Component
 from ..context import RunContext, RunRequest, RunResult
 from ..events import AGENT, TEAM, WORKFLOW
+from .durable import functions_of, has_async_tools
 from .legs import run_leg
 
 NO_MODEL = ("", "")
@@ -36,6 +36,7 @@ class AgnoComponent(Component):
     """An Agno object registered as it is (`target`): it runs here, a copy per leg, on a session agentos keeps."""
 
     target: object = None
+    asynchronous: bool = False  # a tool of it is a coroutine: it runs as Agno's `arun`
 
     @property
     def model_info(self) -> tuple[str, str]:
@@ -82,6 +83,7 @@ def wrapped(target: object) -> AgnoComponent:
         description=description,
         num_history_runs=_history_window(target),
         target=target,
+        asynchronous=has_async_tools(target),
     )
 
 
@@ -124,18 +126,16 @@ def _step_target(step: object):
 def _tools_of(target: object) -> tuple[AgnoTool, ...]:
     """An agent's or team's own tools, as Agno makes them of its functions and toolkits."""
     found = []
-    for tool in getattr(target, "tools", None) or ():
-        functions = tool.functions.values() if isinstance(tool, Toolkit) else [tool]
-        for function in functions:
-            function = function if isinstance(function, Function) else Function.from_callable(function)
-            function = function.model_copy(deep=True)  # its schema as Agno makes it for a model, on a copy
-            function.process_entrypoint()
-            found.append(
-                AgnoTool(
-                    name=function.name,
-                    description=function.description or "",
-                    requires_confirmation=bool(function.requires_confirmation),
-                    parameters=function.parameters or {},
-                )
+    for _, function in functions_of(target):
+        function = function if isinstance(function, Function) else Function.from_callable(function)
+        function = function.model_copy(deep=True)  # its schema as Agno makes it for a model, on a copy
+        function.process_entrypoint()
+        found.append(
+            AgnoTool(
+                name=function.name,
+                description=function.description or "",
+                requires_confirmation=bool(function.requires_confirmation),
+                parameters=function.parameters or {},
             )
+        )
     return tuple(found)

@@ -10,6 +10,8 @@ agentos's fenced settle; the in-memory db goes with the leg.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 
 from agno.db.base import SessionType
@@ -51,25 +53,24 @@ class AgnoRunFailed(Exception):
 
 
 def run_leg(component, request: RunRequest, ctx: RunContext) -> RunResult:
-    """Run `component`'s Agno object once for `request`, on a copy, with the session as agentos keeps it."""
+    """Run `component`'s Agno object once for `request`, on a copy, with the session as agentos keeps it. An object
+    with async tools runs as Agno runs it then (`arun`), on an event loop of the leg's own thread."""
     session_type, _, _, _ = SESSIONS[component.kind]
     target = component.target.deep_copy()
     target.db = InMemoryDb()
     target.db.upsert_session(_session(component, request, ctx))
-    stopped = journal_tool_calls(target, ctx) if ctx.journal.keeps else Stopped()
-    options = {"session_id": ctx.session_id, "user_id": ctx.user_id, "stream": True, "stream_events": True}
-    if request.decided_tools is None:
-        stream = target.run(request.message, run_id=ctx.run_id, **options)
-    else:  # the paused run, in the session, continued with the client's decisions
-        paused = request.run_messages[0][RUN_RECORD]
-        stream = target.continue_run(
-            run_id=ctx.run_id, **_decisions(component.kind, paused, request.decided_tools), **options
-        )
-    told = set()
+    asynchronous = component.asynchronous
+    stopped = journal_tool_calls(target, ctx, asynchronous=asynchronous) if ctx.journal.keeps else Stopped()
+    told: set[str] = set()
     with cancellations().watching(ctx.run_id, ctx.cancelled):  # an agentos cancel stops it at Agno's checkpoints
-        for item in stream:
-            if not isinstance(item, OUTPUTS):
-                told.add(_forward(item, component.kind, ctx, told))
+        if asynchronous:
+            asyncio.run(
+                _forwarded_async(_started(target, request, ctx, component.kind, True), component.kind, ctx, told)
+            )
+        else:
+            for item in _started(target, request, ctx, component.kind, False):
+                if not isinstance(item, OUTPUTS):
+                    told.add(_forward(item, component.kind, ctx, told))
     if stopped.error is not None:  # a tool hook stopped the run: the journal refused it, or a call fails it
         raise stopped.error
     stored = target.db.get_session(session_id=ctx.session_id, session_type=session_type, deserialize=False)
@@ -77,6 +78,26 @@ def run_leg(component, request: RunRequest, ctx: RunContext) -> RunResult:
     if result.status == LegStatus.PAUSED and event_name(component.kind, "paused") not in told:
         ctx.emit(event_name(component.kind, "paused"), _pause_told(record))  # a workflow's executor pause
     return result
+
+
+def _started(target, request: RunRequest, ctx: RunContext, kind: str, asynchronous: bool):
+    """The stream of the copy's run (or `arun`) for `request`: a new run, or the paused one continued with the
+    client's decisions."""
+    options = {"session_id": ctx.session_id, "user_id": ctx.user_id, "stream": True, "stream_events": True}
+    if request.decided_tools is None:
+        run = target.arun if asynchronous else target.run
+        return run(request.message, run_id=ctx.run_id, **options)
+    paused = request.run_messages[0][RUN_RECORD]
+    continued = target.acontinue_run if asynchronous else target.continue_run
+    return continued(run_id=ctx.run_id, **_decisions(kind, paused, request.decided_tools), **options)
+
+
+async def _forwarded_async(stream, kind: str, ctx: RunContext, told: set[str]) -> None:
+    if inspect.isawaitable(stream):
+        stream = await stream
+    async for item in stream:
+        if not isinstance(item, OUTPUTS):
+            told.add(_forward(item, kind, ctx, told))
 
 
 def _session(component, request: RunRequest, ctx: RunContext):

@@ -78,9 +78,12 @@ def test_an_agentos_app_gives_its_agents_and_teams_as_agno_made_them():
 
     assert [(c.kind, c.id, c.name, c.description, c.model_info) for c in found] == [
         ("agent", "agno-helper", "Agno Helper", "Answers with what the session said before.", ("gpt-fake", "OpenAI")),
+        ("agent", "agno-shop", "Agno Shop", "", ("gpt-fake", "OpenAI")),
         ("team", "editors", "Editors", "", ("gpt-fake", "OpenAI")),
     ]
-    assert [c.num_history_runs for c in found] == [2, 0], "the runs Agno's history settings may choose from"
+    assert [c.num_history_runs for c in found] == [2, 0, 0], "the runs Agno's history settings may choose from"
+    assert [c.asynchronous for c in found] == [False, True, False], "an async tool: the agent runs as Agno's arun"
+    assert [tool.name for tool in found[1].tools] == ["look_up", "count"], "a toolkit's async method too"
     assert found[0].summary() == {
         "id": "agno-helper",
         "name": "Agno Helper",

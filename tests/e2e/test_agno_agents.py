@@ -264,3 +264,22 @@ def test_an_agno_run_killed_inside_a_tool_resumes_without_repeating_the_one_comp
         ("tool", "send_email", "completed", 2),
     ]
     assert AgentSession.objects.get(pk="agno-trip").session_state == {"seat": "12A on LH 400"}
+
+
+def test_an_agno_agents_async_tools_run_on_the_workers_thread(agno_serve, fake_openai):
+    fake_openai.answer(
+        Answer(tool_calls=[("call_1", "look_up", {"code": "A1"}), ("call_2", "count", {"item": "mug"})]),
+        Answer(text="A1 shipped; 3 mugs left."),
+    )
+
+    run_id = agno_serve.submitted("agno-async", "A1 and mugs?", prefix="/agents/agno-shop")
+    polled = agno_serve.wait_status(run_id, "agno-async", "COMPLETED", "ERROR", prefix="/agents/agno-shop")
+    assert polled["status"] == "COMPLETED", polled.get("content")
+
+    assert polled["content"] == "A1 shipped; 3 mugs left."
+    told = [m["content"] for m in fake_openai.requests[1]["messages"] if m["role"] == "tool"]
+    assert told == ["order A1 shipped", "mug: 3 in stock"]
+    assert [(step["tool"], step["status"]) for step in polled["steps"]] == [
+        ("look_up", "completed"),
+        ("count", "completed"),
+    ]
