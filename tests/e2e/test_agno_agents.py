@@ -4,9 +4,11 @@ worker, sweeper) through the queue, on the tests' fake OpenAI server, driven by 
 from __future__ import annotations
 
 import copy
+import json
 import signal
 
 import pytest
+import requests
 from agno.client import AgentOSClient
 from agno.run.agent import RunCompletedEvent, RunContentEvent, RunOutput, RunStartedEvent
 from agno.run.requirement import RunRequirement
@@ -55,10 +57,24 @@ def test_an_agno_agent_streams_through_the_queue_and_answers_its_poll(agno_serve
     }
     stored = list(RunEvent.objects.filter(run_id=run_id).values_list("event", flat=True))
     assert stored.count("RunCompleted") == 1 and "RunError" not in stored
+    listed = {agent["id"]: agent for agent in agno_serve.get("/agents")}
+    assert listed["agno-helper"]["model"] == {"id": "gpt-fake", "provider": "OpenAI"}
+    assert "editors" in [team["id"] for team in agno_serve.get("/config")["teams"]]
     assert fake_openai.requests[0]["messages"] == [  # Agno's own system message: its description, instructions
         {"role": "developer", "content": "Answers with what the session said before.\nBe brief."},
         {"role": "user", "content": "hi"},
     ]
+
+
+def test_an_agno_runs_session_state_comes_in_with_the_submit_and_out_with_the_run(agno_serve, fake_openai):
+    fake_openai.answer(Answer(text="Noted."))
+    fields = {"message": "hi", "session_id": "agno-state", "background": "true", "stream": "false"}
+    fields["session_state"] = json.dumps({"city": "Lyon"})
+
+    accepted = requests.post(f"{agno_serve.url}{HELPER}/runs", data=fields, timeout=30)
+    agno_serve.wait_status(accepted.json()["run_id"], "agno-state", "COMPLETED", prefix=HELPER)
+
+    assert AgentSession.objects.get(pk="agno-state").session_state == {"city": "Lyon"}
 
 
 def test_agnos_history_settings_choose_from_the_runs_agentos_kept(agno_serve, fake_openai):
