@@ -4,17 +4,19 @@ its steps (AGENTOS_STEP_JOURNAL, the default) and when it does not."""
 from __future__ import annotations
 
 from .harness import Client, Drain
-from .tooled import AGENT_ID, ANSWER, CALLS, USAGE
+from .tooled import AGENT_ID, AGNO_AGENT_ID, ANSWER, CALLS, USAGE
 
 TOOLS = [name for _, name, _ in CALLS]
 JOURNALED = [("model", None), *(step for name in TOOLS for step in (("tool", name), ("model", None)))]
 
 
-def offered(client: Client) -> bool:
-    """Whether the server has `tooled-agent` (AGENTOS_COMPONENTS=bench.tooled:components)."""
+def offered(client: Client, *, agno: bool = False) -> bool:
+    """Whether the server has `tooled-agent` (AGENTOS_COMPONENTS=bench.tooled:components), and with `agno` its twin
+    of Agno's classes too (Agno installed)."""
     response = client.http.get(f"{client.url}/config", timeout=30)
     response.raise_for_status()
-    return any(agent["id"] == AGENT_ID for agent in response.json().get("agents", []))
+    wanted = {AGENT_ID, AGNO_AGENT_ID} if agno else {AGENT_ID}
+    return wanted <= {agent["id"] for agent in response.json().get("agents", [])}
 
 
 def journaled(client: Client, measured: Drain, *, polled: int = 3) -> bool:

@@ -15,6 +15,7 @@ SCENARIOS = (
     "hitl",
     "ops",
     "journal",
+    "agno",
     "fair",
     "inflight",
 )

@@ -1,5 +1,6 @@
 """The journal scenario's agent and its model: `tooled-agent`, whose runs make four model calls and three tool
-calls, and a fake OpenAI-compatible server that answers instantly.
+calls, its twin of Agno's own classes (`agno-tooled-agent`, scenario agno), and a fake OpenAI-compatible server that
+answers instantly.
 
 The server is stateless: it reads the step from the request itself, the number of tool results after the last
 user message (0: call `look_up`, 1: `quote`, 2: `book`, then the answer), and streams its answer as
@@ -31,6 +32,7 @@ from pathlib import Path
 from agents_registry.sdk import Agent, OpenAIChat
 
 AGENT_ID = "tooled-agent"
+AGNO_AGENT_ID = "agno-tooled-agent"
 ANSWER = "Booked: room 12 at Hotel Lisboa, 3 nights, 360 EUR."
 CALLS = (
     ("call_1", "look_up", {"city": "Lisbon"}),
@@ -56,10 +58,19 @@ def book(quote_id: str) -> str:
     return f"booked {quote_id}: room 12"
 
 
-def components() -> list[Agent]:
-    """`tooled-agent` on the fake model that AGENTOS_BENCH_MODEL_URL names."""
-    model = OpenAIChat("bench-model", base_url=os.environ["AGENTOS_BENCH_MODEL_URL"], api_key="bench", max_retries=0)
-    return [Agent(id=AGENT_ID, name="Tooled", model=model, tools=[look_up, quote, book])]
+def components() -> list:
+    """`tooled-agent` on the fake model that AGENTOS_BENCH_MODEL_URL names; and, with Agno installed, its twin made
+    of Agno's own `Agent` and `OpenAIChat` (`agno-tooled-agent`, the same tools), which agentos runs as it is."""
+    url = os.environ["AGENTOS_BENCH_MODEL_URL"]
+    model = OpenAIChat("bench-model", base_url=url, api_key="bench", max_retries=0)
+    found = [Agent(id=AGENT_ID, name="Tooled", model=model, tools=[look_up, quote, book])]
+    try:
+        from agno.agent import Agent as AgnoAgent
+        from agno.models.openai import OpenAIChat as AgnoOpenAIChat
+    except ImportError:
+        return found
+    agno_model = AgnoOpenAIChat(id="bench-model", base_url=url, api_key="bench", max_retries=0)
+    return [*found, AgnoAgent(id=AGNO_AGENT_ID, name="Agno tooled", model=agno_model, tools=[look_up, quote, book])]
 
 
 def tool_results(messages: list[dict]) -> int:

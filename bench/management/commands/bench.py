@@ -5,6 +5,7 @@ from django.db import connection
 
 from bench import backlog as blocked_backlog
 from bench import cpu, growth, operations
+from bench.agno import agno_figures
 from bench.baseline import FloorServer
 from bench.demo import run_scenario
 from bench.fair import figures as mix_figures
@@ -47,8 +48,8 @@ class Command(BaseCommand):
             if name == "order" and not unordered_url:
                 self.stdout.write("order: skipped (needs --unordered-url)")
                 continue
-            if name == "journal" and not offered(self.client):
-                self.stdout.write(f"journal: skipped (needs {AGENT_ID}: AGENTOS_COMPONENTS=bench.tooled:components)")
+            if name in ("journal", "agno") and not offered(self.client, agno=name == "agno"):
+                self.stdout.write(f"{name}: skipped (needs AGENTOS_COMPONENTS=bench.tooled:components, and Agno)")
                 continue
             for figure in getattr(self, f"bench_{name}")(repeats, backlog=backlog, unordered_url=unordered_url):
                 self.stdout.write(figure.line())
@@ -302,6 +303,10 @@ class Command(BaseCommand):
             Figure(f"{name} {state}", "runs/s", [d.rate for d in drains]),
             *cpu_figures(f"per tooled run, journal {state}", drains, TOOLED_KINDS),
         ]
+
+    def bench_agno(self, repeats, **_):
+        """bench/agno.py: `tooled-agent` against its twin of Agno's own classes, drained in turn, CPU per run."""
+        return agno_figures(self, repeats)
 
     def bench_fair(self, repeats, **_):
         """The big-user/small-users mix (bench/fair.py): the small users' wait from their 202 to their run's start,
