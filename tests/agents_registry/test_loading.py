@@ -11,6 +11,7 @@ import pytest
 
 from agentos_project.core.conf import AgentsSettings, ConfigError, load
 from agents_registry.loading import ComponentsRefused, configured_components, entry_components
+from agents_registry.management.commands.components import described
 from tests.support.processes import ROOT, process_env
 
 USER = "tests.agents_registry.user_modules"
@@ -102,6 +103,46 @@ def test_a_list_takes_agno_objects_beside_agentos_own():
         ("delete_file", True, ["path"]),
         ("list_files", False, ["folder"]),
     ], "a decorated function's and a toolkit's, as Agno makes them for a model"
+
+
+def test_the_components_command_shows_agno_components_as_agno_made_them():
+    [native, clerk, digest] = entry_components(f"{USER}.agno_mixed")
+
+    assert described(f"{USER}.agno_mixed", clerk) == {
+        "kind": "agent",
+        "id": "clerk",
+        "from": f"{USER}.agno_mixed",
+        "model": "gpt-fake (OpenAI)",
+        "agents": [
+            {
+                "id": "clerk",
+                "tools": [
+                    {
+                        "name": "delete_file",
+                        "description": "Delete one file.",
+                        "requires_confirmation": True,
+                        "parameters": {
+                            "type": "object",
+                            "properties": {"path": {"type": "string"}},
+                            "required": ["path"],
+                            "additionalProperties": False,
+                        },
+                    },
+                    {
+                        "name": "list_files",
+                        "description": "List a folder's files.",
+                        "requires_confirmation": False,
+                        "parameters": {
+                            "type": "object",
+                            "properties": {"folder": {"type": "string"}},
+                            "required": ["folder"],
+                        },
+                    },
+                ],
+            }
+        ],
+    }
+    assert described(f"{USER}.agno_mixed", digest)["model"] == "gpt-fake (OpenAI)"
 
 
 def test_a_module_that_needs_agno_without_agno_installed_stops_start_up_with_one_line():
